@@ -15,7 +15,7 @@ from typing import Any
 import uvicorn
 
 from apcore_a2a.ops.exit_deadline import ExitDeadline
-from apcore_a2a.ops.shutdown import drain, ends_by_itself
+from apcore_a2a.ops.shutdown import drain, last_events
 from apcore_a2a.ops.stream_ends import StreamEnds
 from apcore_a2a.settings import Settings
 from apcore_a2a.upstream.skipped_lifespans import finish_lifespan
@@ -148,9 +148,9 @@ class GracefulServer(uvicorn.Server):
             # event, and no clock cuts the stream before it (the streams' own grace is
             # unbounded under serve(): server/factory.py).
             await asyncio.wait([draining])
-            # Every stream but those whose task's end the drain stored (that end is on its
-            # way to them: they end by themselves) ends now, as a complete response.
-            self.streams.end(ends_by_itself(state))
+            # Every stream ends as a complete response: now, or once it has sent the last
+            # event the drain saw its task's store take (on its way to it).
+            self.streams.end(last_events(state))
             if self.connection_bound is not None:
                 left = begun + self.connection_bound - time.monotonic()
                 self.config.timeout_graceful_shutdown = math.ceil(max(STREAM_DELIVERY, left))

@@ -87,7 +87,7 @@ async def _drain(state: ServerView, grace: float) -> None:
         await _wait(state, saves, deadline)
     finally:  # also when a second Ctrl-C cancels the drain
         stop_listening()
-    if grpc_server is not None:  # its streams end now, or once they sent their last event
+    if grpc_server is not None:  # its streams no task's end reaches end now, status OK
         grpc_server.ends.end(last_events(state))
     if stopping is not None:
         with contextlib.suppress(Exception):
@@ -95,15 +95,16 @@ async def _drain(state: ServerView, grace: float) -> None:
 
 
 def last_events(state: ServerView) -> dict[str, str]:
-    """The tasks whose final event the drain saw stored, on its way to their streams, each
-    with its state (``TASK_STATE_CANCELED``)."""
+    """The tasks whose last event the drain saw stored, on its way to their streams, each
+    with its state (``TASK_STATE_CANCELED``): those that finished, and those that parked
+    in ``input-required`` / ``auth-required`` during the drain (the SDK ends no
+    subscription there, and that event may reach its stream after the drain has ended)."""
     seen = state.ops.tracker.recorded or []
-    return {e.task_id: "TASK_STATE_" + e.state.upper().replace("-", "_") for e in seen if e.ended}
-
-
-def ends_by_itself(state: ServerView) -> set[str]:
-    """The tasks whose streams the drain's end reaches: their final event is on its way."""
-    return set(last_events(state))
+    return {
+        e.task_id: "TASK_STATE_" + e.state.upper().replace("-", "_")
+        for e in seen
+        if e.state not in _UNSETTLED and not e.reply
+    }
 
 
 async def _wait(state: ServerView, saves: _Saves, deadline: float) -> None:

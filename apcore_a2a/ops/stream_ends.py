@@ -1,15 +1,18 @@
 """The SSE responses open in the agent, and how a stop ends them once the drain has.
 
 The streams stay past their own grace (``server/factory.py``): a stream gets its task's
-final event however long the drain's cancels take to be stored. A stream
-the drain does not end (a ``SubscribeToTask`` of a task parked in ``input-required``, one
-following a task that runs on another replica) would then stay until uvicorn's bound on
-open connections, which cancels it: a truncated chunked body for the client and an ERROR
-traceback in the log. :class:`StreamEnds` wraps the app (pure ASGI, this server's alone)
-and, when the drain has ended, finishes each such response as sse-starlette's own end
-does: the final empty body chunk, later sends of the app dropped. Once the response is
-complete, the server answers the app's ``receive`` with ``http.disconnect`` (the ASGI
-contract), so sse-starlette stops the SDK's generator as for a client that left.
+final event however long the drain's cancels take to be stored. A stream no such event
+ends (a ``SubscribeToTask`` of a task parked in ``input-required``, one following a task
+that runs on another replica or whose final state the store refused) would then stay
+until uvicorn's bound on open connections, which cancels it: a truncated chunked body for
+the client and an ERROR traceback in the log. :class:`StreamEnds` wraps the app (pure
+ASGI, this server's alone) and, when the drain has ended, finishes each response as
+sse-starlette's own end does: the final empty body chunk, later sends of the app dropped.
+A stream whose task's last event the drain saw stored (finished, canceled, or parked
+during the drain: ``shutdown.last_events``) ends once it has sent that event, the others
+at once. Once the response is complete, the server answers the app's ``receive`` with
+``http.disconnect`` (the ASGI contract), so sse-starlette stops the SDK's generator as
+for a client that left.
 
 ``serve()``'s server wraps its app in one and ends the streams after its drain
 (``ops/graceful_server.py``). An app of ``async_serve()`` has one as its outermost layer
@@ -24,13 +27,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Collection
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from apcore_a2a.classify import request_info
-from apcore_a2a.ops.shutdown import drain, ends_by_itself
+from apcore_a2a.ops.shutdown import drain, last_events
 from apcore_a2a.upstream.host_stops import host_stopping
 
 if TYPE_CHECKING:
@@ -47,16 +50,23 @@ WATCH_EVERY = 0.5
 class _Stream:
     """One SSE response of the app: its sends, and its end by the stop."""
 
-    __slots__ = ("done", "lock", "scope", "send")
+    __slots__ = ("awaited", "done", "lock", "relayed", "scope", "send")
 
     def __init__(self, send: Send, scope: Scope) -> None:
         self.send, self.scope = send, scope
         self.lock = asyncio.Lock()  # one message at a time: the app's, or the end
         self.done = False
+        #: the task state of the last event sent (the answer notes each event as the SDK
+        #: yields it, before its bytes come here), and the one whose event ends the stream
+        self.relayed: str | None = None
+        self.awaited: str | None = None
+
+    def _answer(self) -> object:
+        info = request_info(self.scope)
+        return getattr(info, "answer", None) if info is not None else None
 
     def task_id(self) -> str | None:
-        info = request_info(self.scope)
-        answer = getattr(info, "answer", None) if info is not None else None
+        answer = self._answer()
         return getattr(answer, "task_id", None) or getattr(answer, "run_task", None)
 
     async def relay(self, message: Message) -> None:
@@ -64,16 +74,30 @@ class _Stream:
             if self.done:  # ended by the stop: the app's later sends go nowhere
                 return
             await self.send(message)
-            if message["type"] == "http.response.body" and not message.get("more_body"):
-                self.done = True
-
-    async def end(self) -> None:
-        async with self.lock:
-            if self.done:
+            if message["type"] != "http.response.body":
                 return
-            self.done = True
-            with contextlib.suppress(OSError):  # the client has gone meanwhile
-                await self.send(_END)
+            if not message.get("more_body"):
+                self.done = True
+                return
+            self.relayed = getattr(self._answer(), "state", None)
+            if self.awaited is not None and self.relayed == self.awaited:
+                await self._end()  # its task's last event has gone: the stop ends it
+
+    async def end_after(self, state: str | None) -> None:
+        """End the response once it has sent the event of *state* (now if it has, or if
+        *state* is ``None``)."""
+        async with self.lock:
+            if state is not None and self.relayed != state:
+                self.awaited = state
+                return
+            await self._end()
+
+    async def _end(self) -> None:
+        if self.done:
+            return
+        self.done = True
+        with contextlib.suppress(OSError):  # the client has gone meanwhile
+            await self.send(_END)
 
 
 class StreamEnds:
@@ -85,8 +109,8 @@ class StreamEnds:
         self.hosted = hosted
         self._watch: asyncio.Task[None] | None = None
         self._open: set[_Stream] = set()
-        #: the tasks whose streams end by themselves (the stop's drain stored their end)
-        self._ending: Collection[str] | None = None
+        #: once the drain has ended: the tasks whose last event is on its way, by state
+        self._ending: Mapping[str, str] | None = None
         self._ends: set[asyncio.Task[None]] = set()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -118,11 +142,11 @@ class StreamEnds:
                 if not self._open and self._watch is not None and self._ending is None:
                     self._watch.cancel()  # idle, nothing watches (nor outlives the server)
 
-    def end(self, ending: Collection[str] = ()) -> None:
-        """Finish every open SSE response but those following a task of *ending* (their
-        final event is on its way: they end by themselves); from now on, also each that
-        begins."""
-        self._ending = frozenset(ending)
+    def end(self, ending: Mapping[str, str] | None = None) -> None:
+        """Finish every open SSE response: those following a task of *ending* once they
+        have sent the event of its state there (on its way to them), the others now; from
+        now on, also each that begins."""
+        self._ending = dict(ending or {})
         for stream in list(self._open):
             self._end(stream, self._ending)
 
@@ -133,19 +157,18 @@ class StreamEnds:
             while self._open and self._ending is None:
                 if host_stopping():
                     await drain(state, state.ops.settings.shutdown_timeout)
-                    self.end(ends_by_itself(state))
+                    self.end(last_events(state))
                     return
                 await asyncio.sleep(WATCH_EVERY)
         except Exception:  # the drain logs its own failures; the streams end all the same
             logger.exception("Shutting down: the drain failed")
-            self.end(ends_by_itself(state))
+            self.end(last_events(state))
         finally:
             self._watch = None
 
-    def _end(self, stream: _Stream, ending: Collection[str]) -> None:
-        if stream.task_id() in ending:
-            return
-        task = asyncio.ensure_future(stream.end())
+    def _end(self, stream: _Stream, ending: Mapping[str, str]) -> None:
+        task_id = stream.task_id()
+        task = asyncio.ensure_future(stream.end_after(ending.get(task_id) if task_id else None))
         self._ends.add(task)
         task.add_done_callback(self._ended)
 

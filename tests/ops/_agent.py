@@ -14,6 +14,8 @@ import httpx
 from apcore import ModuleError, Registry
 from pydantic import BaseModel, Field
 
+from apcore_a2a import InputRequired
+
 from .._modules import Add, Talk
 from .._support import free_port
 
@@ -82,6 +84,17 @@ class AwaitFile:
         return {"released": False}
 
 
+class AskOnFile(AwaitFile):
+    """Runs until the file at *path* exists, then asks for input: a task that parks in
+    ``input-required`` at a moment the test chooses (during a stop's drain)."""
+
+    description = "Wait until a file exists, then ask"
+
+    async def execute(self, inputs: dict[str, Any], context: Any) -> dict[str, Any]:
+        await super().execute(inputs, context)
+        raise InputRequired("Which one?")
+
+
 class Extra:
     """Registered at runtime by the live-registry tests."""
 
@@ -94,8 +107,8 @@ class Extra:
 
 
 def build_registry(*, gated: bool = False) -> Registry:
-    """The ops modules; *gated* adds ``ops.await_file`` and ``ops.talk`` (a task parked in
-    ``input-required``) for the shutdown tests."""
+    """The ops modules; *gated* adds ``ops.await_file``, ``ops.talk`` (a task parked in
+    ``input-required``) and ``ops.ask_on_file`` for the shutdown tests."""
     registry = Registry()
     registry.register("ops.add", Add())
     registry.register("ops.fail", Fail())
@@ -103,6 +116,7 @@ def build_registry(*, gated: bool = False) -> Registry:
     if gated:
         registry.register("ops.await_file", AwaitFile())
         registry.register("ops.talk", Talk())
+        registry.register("ops.ask_on_file", AskOnFile())
     return registry
 
 
