@@ -103,6 +103,8 @@ class Operations:
         self.shutdown_deadline: float | None = None
         #: the shutdown's one drain, which every caller of drain() awaits
         self.draining: asyncio.Future[None] | None = None
+        #: the tasks whose final state the drain saw the store not take (no event follows)
+        self.unstored: set[str] = set()
         self._last_problem: str | None = None
 
     def attach(self, state: ServerView) -> None:

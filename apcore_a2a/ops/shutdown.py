@@ -98,12 +98,13 @@ def last_events(state: ServerView) -> dict[str, str]:
     """The tasks whose last event the drain saw stored, on its way to their streams, each
     with its state (``TASK_STATE_CANCELED``): those that finished, and those that parked
     in ``input-required`` / ``auth-required`` during the drain (the SDK ends no
-    subscription there, and that event may reach its stream after the drain has ended)."""
-    seen = state.ops.tracker.recorded or []
+    subscription there, and that event may reach its stream after the drain has ended).
+    A state the store did not take sends no event: its streams wait for none."""
+    seen, unstored = state.ops.tracker.recorded or [], state.ops.unstored
     return {
         e.task_id: "TASK_STATE_" + e.state.upper().replace("-", "_")
         for e in seen
-        if e.state not in _UNSETTLED and not e.reply
+        if e.state not in _UNSETTLED and not e.reply and e.task_id not in unstored
     }
 
 
@@ -191,6 +192,7 @@ class _Saves:
 
 
 def _unsaved(state: ServerView, execution: Execution) -> None:
+    state.ops.unstored.add(execution.task_id)
     logger.warning(
         "Shutting down: the final state %s of task %s is not stored: the task store did "
         "not take it (refused it, locked by another process, or unreachable); %s",
