@@ -169,9 +169,13 @@ class ServerProcess(subprocess.Popen[str]):
         cwd: Path | str | None = None,
         env: dict[str, str] | None = None,
         session: bool = False,
+        scripts: bool = False,
     ) -> None:
         """*session*: in a session (and process group) of its own, as a terminal starts a
-        command, so that the test can signal the group."""
+        command, so that the test can signal the group. *scripts*: a ``python -c``,
+        ``python FILE`` or ``python -m`` of the tests' own is forked too, not only an
+        agent (``tests/_zygote.py``: for a script whose subject is not a fresh
+        interpreter)."""
         fd, name = tempfile.mkstemp(prefix="apcore-a2a-test-server-", suffix=".log")
         self.log = Path(name)
         weakref.finalize(self, self.log.unlink, missing_ok=True)
@@ -180,7 +184,7 @@ class ServerProcess(subprocess.Popen[str]):
         #: set by :func:`stop_process` once it has judged the exit (reported only once)
         self.judged = False
         #: an agent forked by ``tests/_zygote.py``: (module, arguments), then its exit status
-        self._forkable = _zygote.forkable(list(args), env)
+        self._forkable = _zygote.forkable(list(args), env, scripts=scripts)
         self._forked: _zygote.ExitStatus | None = None
         with os.fdopen(fd, "wb") as sink:
             super().__init__(
@@ -370,6 +374,32 @@ def threaded_server(app: Any, *, port: int | None = None, **config: Any) -> Iter
             pytest.fail(f"uvicorn on port {port} did not stop within 30s", pytrace=False)
 
 
+def run_python(
+    args: Sequence[str],
+    *,
+    cwd: Path | str = ROOT,
+    env: dict[str, str] | None = None,
+    timeout: float = 300,
+) -> subprocess.CompletedProcess[str]:
+    """``subprocess.run(args, capture_output=True, text=True)`` for a ``python -c``,
+    ``python FILE`` or ``python -m`` of the tests' own, forked from the process that has
+    imported the agents when it can be (``tests/_zygote.py``; about 0.3 s of CPU, not
+    2 s). Not for a test whose subject is a fresh interpreter: what it imports, or how
+    it exits."""
+    full_env = dict(os.environ) if env is None else dict(env)
+    forkable = _zygote.forkable(list(args), full_env, scripts=True)
+    if forkable is not None:
+        try:
+            ran = _zygote.run(*forkable, cwd=str(cwd), env=full_env, timeout=timeout)
+        except TimeoutError as exc:
+            raise subprocess.TimeoutExpired(list(args), timeout) from exc
+        if ran is not None:
+            return subprocess.CompletedProcess(list(args), *ran)
+    return subprocess.run(
+        list(args), cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
+    )
+
+
 async def cli(*args: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:
     """Run ``python -m apcore_a2a ARGS`` at the repo root: (exit code, stdout, stderr).
 
@@ -379,9 +409,9 @@ async def cli(*args: str, env: dict[str, str] | None = None) -> tuple[int, str, 
     full_env = {**os.environ, **env} if env else dict(os.environ)
     forkable = _zygote.forkable([sys.executable, "-m", "apcore_a2a", *args], full_env)
     if forkable is not None:
-        module, rest = forkable
+        target, rest = forkable
         ran = await asyncio.to_thread(
-            _zygote.run, module, rest, cwd=str(ROOT), env=full_env, timeout=60
+            _zygote.run, target, rest, cwd=str(ROOT), env=full_env, timeout=60
         )
         if ran is not None:
             return ran

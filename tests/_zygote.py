@@ -10,6 +10,13 @@ test gave; only the imports are already done. An agent whose environment differs
 process's in a variable something may read while importing (``PYTHONPATH``, ``OTEL_*``,
 ...) is started the ordinary way, as is any other command (``tests/_support.ServerProcess``).
 
+A test may also hand it one of its own scripts (``python -c CODE``, ``python FILE`` or
+``python -m`` any module: a scenario that serves an agent, an example, a benchmark server),
+when the script is the subject and the interpreter is not: it then starts with the
+modules of :data:`PRELOAD` already imported, and ends as :func:`_child` ends it (threads
+joined, ``atexit`` run, no teardown of modules). A test of what a fresh interpreter
+imports, or of how it exits, starts it the ordinary way (``scripts=False``).
+
 The test process is not the child's parent, so the exit status comes from this process:
 one connection per child, which gets the child's pid, then its status once it has exited.
 """
@@ -17,6 +24,7 @@ one connection per child, which gets the child's pid, then its status once it ha
 from __future__ import annotations
 
 import atexit
+import builtins
 import contextlib
 import importlib
 import json
@@ -33,12 +41,15 @@ import tempfile
 import threading
 import time
 import traceback
+import types
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, NoReturn
 
 #: the modules whose agents are forked (``python -m NAME ...``)
 MODULES = ("apcore_a2a", "tests.reliability._serve")
+#: what a child runs: ``("module", NAME)``, ``("code", TEXT)`` or ``("path", FILE)``
+Target = tuple[str, str]
 #: imported before the first fork: what every agent's start imports
 PRELOAD = (
     "apcore_a2a.cli",
@@ -105,11 +116,11 @@ def _child(request: dict[str, Any], fds: list[int], keep: list[socket.socket]) -
         os.chdir(request["cwd"])
         os.environ.clear()
         os.environ.update(request["env"])
+        kind, target = request.get("target", ("module", request.get("module")))
         sys.path[0] = request.get("path0", request["cwd"])
-        sys.argv = [request["module"], *request["args"]]
         code = 0
         try:
-            runpy.run_module(request["module"], run_name="__main__", alter_sys=True)
+            _run_target(kind, target, request["args"])
         except SystemExit as exc:
             if exc.code is None or isinstance(exc.code, int):
                 code = exc.code or 0
@@ -132,6 +143,24 @@ def _child(request: dict[str, Any], fds: list[int], keep: list[socket.socket]) -
                 stream.flush()
     finally:
         os._exit(code)
+
+
+def _run_target(kind: str, target: str, args: list[str]) -> None:
+    """Run *target* as ``python`` would, with its ``sys.argv`` and ``sys.path[0]``."""
+    if kind == "module":
+        sys.argv = [target, *args]
+        runpy.run_module(target, run_name="__main__", alter_sys=True)
+    elif kind == "code":
+        sys.argv = ["-c", *args]
+        sys.path[0] = ""
+        main = types.ModuleType("__main__")
+        main.__dict__["__builtins__"] = builtins
+        sys.modules["__main__"] = main
+        exec(compile(target, "<string>", "exec"), main.__dict__)
+    else:
+        sys.argv = [target, *args]
+        sys.path[0] = os.path.dirname(os.path.realpath(target))
+        runpy.run_path(target, run_name="__main__")
 
 
 def _end_with(lifeline: int) -> None:
@@ -248,20 +277,36 @@ def _socket_path() -> str | None:
         return path
 
 
-def forkable(args: list[str], env: dict[str, str] | None) -> tuple[str, list[str]] | None:
-    """``(module, arguments)`` when *args* start an agent this process can fork with
-    *env*, else ``None``."""
-    if len(args) < 3 or args[0] != sys.executable or args[1] != "-m" or args[2] not in MODULES:
+def forkable(
+    args: list[str], env: Mapping[str, str] | None, *, scripts: bool = False
+) -> tuple[Target, list[str]] | None:
+    """``(target, arguments)`` when *args* start an agent this process can fork with
+    *env*, else ``None``; with *scripts*, any ``python -c``, ``python FILE`` or
+    ``python -m`` too (the test's own code, whose subject is not a fresh interpreter)."""
+    if len(args) < 2 or args[0] != sys.executable:
+        return None
+    target: Target
+    if args[1] in ("-m", "-c") and len(args) > 2:
+        if args[1] == "-m" and (scripts or args[2] in MODULES):
+            target = ("module", args[2])
+        elif args[1] == "-c" and scripts:
+            target = ("code", args[2])
+        else:
+            return None
+        rest = args[3:]
+    elif scripts and args[1].endswith(".py"):
+        target, rest = ("path", args[1]), args[2:]
+    else:
         return None
     if os.environ.get("APCORE_A2A_TEST_NO_FORK"):
         return None
     if not _same_imports(os.environ if env is None else env, [], _BASE_ENV):
         return None
-    return args[2], args[3:]
+    return target, rest
 
 
 def fork(
-    module: str,
+    target: Target,
     args: list[str],
     *,
     cwd: str,
@@ -270,8 +315,8 @@ def fork(
     err: int,
     session: bool,
 ) -> tuple[int, ExitStatus] | None:
-    """Fork ``python -m MODULE ARGS`` with its output to *out* and *err*: its pid and
-    its :class:`ExitStatus`, or ``None`` if the forking process is not there."""
+    """Fork *target* (:func:`forkable`) with *args*, its output to *out* and *err*: its
+    pid and its :class:`ExitStatus`, or ``None`` if the forking process is not there."""
     path = _socket_path()
     if path is None:
         return None
@@ -279,7 +324,7 @@ def fork(
     try:
         conn.connect(path)
         body = json.dumps(
-            {"module": module, "args": args, "cwd": cwd, "env": env, "session": session}
+            {"target": target, "args": args, "cwd": cwd, "env": env, "session": session}
         ).encode()
         socket.send_fds(conn, [_HEADER.pack(len(body))], [out, err])
         conn.sendall(body)
@@ -295,15 +340,15 @@ def fork(
 
 
 def run(
-    module: str, args: list[str], *, cwd: str, env: dict[str, str], timeout: float
+    target: Target, args: list[str], *, cwd: str, env: dict[str, str], timeout: float
 ) -> tuple[int, str, str] | None:
-    """Fork ``python -m MODULE ARGS`` and wait for it: (exit code, stdout, stderr), or
+    """Fork *target* with *args* and wait for it: (exit code, stdout, stderr), or
     ``None`` if the forking process is not there. ``TimeoutError`` (the child killed)
     if it has not ended within *timeout* seconds."""
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
     try:
-        forked = fork(module, args, cwd=cwd, env=env, out=out_w, err=err_w, session=False)
+        forked = fork(target, args, cwd=cwd, env=env, out=out_w, err=err_w, session=False)
     finally:
         os.close(out_w)
         os.close(err_w)
@@ -325,7 +370,7 @@ def run(
                 for fd in output:
                     os.close(fd)
                 status.close()
-                raise TimeoutError(f"python -m {module} {args} did not end in {timeout}s")
+                raise TimeoutError(f"{target[1][:80]!r} {args} did not end in {timeout}s")
             for key, _ in ready:
                 chunk = os.read(key.fd, 65536)
                 if chunk:
@@ -340,7 +385,7 @@ def run(
     if line is None:
         os.kill(pid, signal.SIGKILL)
         status.close()
-        raise TimeoutError(f"python -m {module} {args} did not end in {timeout}s")
+        raise TimeoutError(f"{target[1][:80]!r} {args} did not end in {timeout}s")
     status.close()
     return int(line), output[out_r].decode(), output[err_r].decode()
 

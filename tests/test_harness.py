@@ -236,3 +236,106 @@ def test_the_tests_http_clients_share_one_tls_context() -> None:
             if func.attr in makers and not given & {"verify", "transport", None}:
                 lacking.append(f"{name}:{node.lineno}")
     assert lacking == []
+
+
+#: prints what a forked script sees; ``apcore_a2a.server.factory`` already imported tells
+#: a child of the forking process (``tests/_zygote.py``) from a fresh interpreter
+_SEES = (
+    "import json, os, sys\n"
+    "print(json.dumps({'argv': sys.argv, 'path0': sys.path[0], 'name': __name__,"
+    " 'cwd': os.getcwd(), 'env': os.environ.get('APCORE_A2A_TEST_EXTRA'),"
+    " 'preloaded': 'apcore_a2a.server.factory' in sys.modules}))\n"
+    "print('to stderr', file=sys.stderr)\n"
+    "sys.exit(int(sys.argv[-1]))\n"
+)
+
+
+def _forks_here() -> None:
+    if os.environ.get("APCORE_A2A_TEST_NO_FORK"):
+        pytest.skip("agents are not forked here (APCORE_A2A_TEST_NO_FORK)")
+
+
+def test_a_python_c_script_of_the_tests_runs_forked_as_python_would_run_it(
+    tmp_path: Path,
+) -> None:
+    """``run_python`` forks a test's own ``python -c`` (2 s of CPU to start, 0.3 forked),
+    with its arguments, working directory, environment, output and exit code."""
+    import json
+
+    from tests._support import run_python
+
+    _forks_here()
+    env = {**os.environ, "APCORE_A2A_TEST_EXTRA": "set"}  # read at run time only
+    done = run_python([sys.executable, "-c", _SEES, "one", "3"], cwd=tmp_path, env=env)
+    assert (done.returncode, done.stderr) == (3, "to stderr\n")
+    seen = json.loads(done.stdout)
+    assert seen == {
+        "argv": ["-c", "one", "3"],
+        "path0": "",
+        "name": "__main__",
+        "cwd": str(tmp_path),
+        "env": "set",
+        "preloaded": True,
+    }
+
+
+def test_a_script_file_and_a_module_of_the_tests_run_forked_as_python_would_run_them(
+    tmp_path: Path,
+) -> None:
+    import json
+
+    from tests._support import run_python
+
+    _forks_here()
+    script = tmp_path / "sees.py"
+    script.write_text(_SEES)
+    done = run_python([sys.executable, str(script), "0"])
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout)
+    assert (seen["argv"], seen["path0"], seen["name"]) == (
+        [str(script), "0"],
+        str(tmp_path),
+        "__main__",
+    )
+    assert (seen["cwd"], seen["preloaded"]) == (str(ROOT), True)
+    (tmp_path / "sees_module.py").write_text(_SEES)
+    env = {**os.environ, "APCORE_A2A_TEST_EXTRA": "x"}  # a run-time variable: still forked
+    done = run_python([sys.executable, "-m", "sees_module", "0"], cwd=tmp_path, env=env)
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout)
+    assert (seen["argv"][1:], seen["path0"], seen["preloaded"]) == (["0"], str(tmp_path), True)
+
+
+def test_a_script_whose_environment_changes_what_imports_see_starts_fresh() -> None:
+    """A ``PYTHONPATH`` (or any variable not known to be read only at run time) may change
+    what the preloaded imports would have been: the script starts the ordinary way."""
+    import json
+
+    from tests._support import run_python
+
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = run_python([sys.executable, "-c", _SEES, "0"], env=env)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["preloaded"] is False
+
+
+def test_a_server_script_runs_forked_with_its_signals() -> None:
+    """``ServerProcess(..., scripts=True)``: a test's ``python -c`` server, forked; its
+    SIGTERM handler and exit status are its own, as :func:`stop_process` judges them."""
+    _forks_here()
+    proc = ServerProcess(
+        [
+            sys.executable,
+            "-c",
+            CRASHING + "print('apcore_a2a.server.factory' in sys.modules)\n" + FOREVER,
+        ],
+        scripts=True,
+    )
+    deadline = time.monotonic() + 60
+    while "ready" not in proc.output():
+        assert proc.poll() is None, proc.output()
+        assert time.monotonic() < deadline, "the child never got ready"
+        time.sleep(0.02)
+    assert proc.output().startswith("True\n")  # forked
+    with pytest.raises(pytest.fail.Exception, match="exited with 3"):
+        stop_process(proc, timeout=30)
