@@ -20,7 +20,7 @@ from typing import Any
 
 import httpx
 
-from tests._support import ROOT, START_TIMEOUT, TLS, free_port, stop_process
+from tests._support import ROOT, START_TIMEOUT, TLS, ServerProcess, free_port, stop_process
 
 from .hanging import hanging_endpoint
 from .keys import ec_pair
@@ -57,7 +57,7 @@ async def add_with_api_key(http: httpx.AsyncClient, base: str) -> None:
     assert task["artifacts"][0]["parts"][0]["data"] == {"sum": 42}
 
 
-async def wait_ready(base: str, proc: subprocess.Popen[bytes]) -> None:
+async def wait_ready(base: str, proc: subprocess.Popen[str]) -> None:
     deadline = time.monotonic() + START_TIMEOUT
     async with httpx.AsyncClient(verify=TLS) as http:
         while True:
@@ -84,9 +84,7 @@ async def test_api_key_call_answers_and_sigterm_exits_while_the_jwks_endpoint_ha
         )
         cmd = [sys.executable, "-m", "apcore_a2a", "serve", "--host", "127.0.0.1"]
         cmd += ["--port", str(port), "--extensions-dir", str(ROOT / "examples" / "extensions")]
-        proc = subprocess.Popen(
-            cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-        )
+        proc = ServerProcess(cmd, cwd=ROOT, env=env)  # forked (tests/_zygote.py)
         try:
             await wait_ready(base, proc)
             limits = httpx.Limits(max_connections=100)

@@ -9,7 +9,7 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
-from tests._support import ROOT
+from tests._support import ROOT, run_python
 
 EXTENSIONS = ROOT / "examples" / "extensions"
 BINDINGS = ROOT / "examples" / "bindings"
@@ -31,12 +31,9 @@ def clean_env(**extra: str) -> dict[str, str]:
 
 
 def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
+    """``python -m apcore_a2a ARGS`` at the repository root, forked when it can be."""
+    return run_python(
         [sys.executable, "-m", "apcore_a2a", *args],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=ROOT,
         env=env if env is not None else clean_env(),
     )
 

@@ -84,7 +84,9 @@ def test_large_transfer_waits_for_a_person_then_completes(examples_url: str) -> 
 def test_run_py_serves_on_the_port_a2a_port_names() -> None:
     port = free_port()
     env = {**os.environ, "A2A_PORT": str(port), "A2A_SHUTDOWN_TIMEOUT": "5"}
-    proc = ServerProcess([sys.executable, str(EXAMPLES / "run.py")], cwd=ROOT, env=env)
+    proc = ServerProcess(
+        [sys.executable, str(EXAMPLES / "run.py")], cwd=ROOT, env=env, scripts=True
+    )
     try:
         wait_http(f"http://127.0.0.1:{port}/.well-known/agent-card.json", proc=proc)
         card = httpx.get(f"http://127.0.0.1:{port}/.well-known/agent-card.json", verify=TLS).json()

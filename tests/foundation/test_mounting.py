@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import subprocess
 import sys
 from collections.abc import AsyncIterator
 from typing import Any
@@ -23,7 +22,7 @@ from starlette.applications import Starlette
 from starlette.routing import Mount
 
 from apcore_a2a import async_serve
-from tests._support import ROOT, TLS, free_port, running_server
+from tests._support import TLS, free_port, run_python, running_server
 from tests.foundation.modules import build_registry
 from tests.push._agent import add_message, receiver
 
@@ -87,15 +86,12 @@ async def test_mounted_without_lifespan_serves_pushes_and_names_its_mount(kind: 
 async def test_the_command_line_client_calls_the_mount_url(kind: str) -> None:
     async with _mounted(kind) as (base, _agent):
         done = await asyncio.to_thread(
-            subprocess.run,
+            run_python,
             [
                 *(sys.executable, "-m", "apcore_a2a", "call", base, "--skill", "math.add"),
                 *("--data", json.dumps({"a": 2, "b": 40})),
             ],
-            capture_output=True,
-            text=True,
             timeout=60,
-            cwd=ROOT,
         )
     assert done.returncode == 0, done.stderr
     assert '"sum": 42' in done.stdout.replace('"sum":42', '"sum": 42')

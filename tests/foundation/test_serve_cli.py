@@ -25,6 +25,7 @@ from tests._support import (
     ServerProcess,
     cli_server,
     free_port,
+    run_python,
     running_server,
     stop_process,
     wait_http,
@@ -34,14 +35,7 @@ from tests.foundation.sdk import message, send
 
 
 def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "apcore_a2a", *args],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=ROOT,
-        env=env,
-    )
+    return run_python([sys.executable, "-m", "apcore_a2a", *args], env=env)
 
 
 async def test_async_serve_app_answers_when_mounted_in_a_host_app() -> None:
@@ -133,7 +127,7 @@ async def test_serve_runs_uvicorn_and_stops_on_sigterm(tmp_path: Path) -> None:
         serve(build_registry(), port={port}, shutdown_timeout=2)
     """)
     )
-    proc = ServerProcess([sys.executable, str(script)])
+    proc = ServerProcess([sys.executable, str(script)], scripts=True)
     url = f"http://127.0.0.1:{port}"
     try:
         wait_http(url + "/.well-known/agent-card.json", proc=proc)

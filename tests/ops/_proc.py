@@ -36,7 +36,7 @@ def serve_process(
     port = free_port()
     args = json.dumps({"host": "127.0.0.1", "port": port, **settings})
     script = [sys.executable, "-c", _SCRIPT.format(root=str(ROOT)), args]
-    proc = ServerProcess(script, cwd=ROOT, env={**os.environ, **env} if env else None)
+    proc = ServerProcess(script, cwd=ROOT, env={**os.environ, **env} if env else None, scripts=True)
     url = f"http://127.0.0.1:{port}"
     try:
         wait_http(url + "/health", proc=proc)
