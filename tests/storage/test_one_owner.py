@@ -32,7 +32,7 @@ from apcore_a2a.storage.migrations import upgrade_database
 from tests._sdk import request
 
 from .._postgres import pg_schema_url
-from .._support import ROOT, cli_server, free_port
+from .._support import cli_server, free_port, run_python
 from ._a2a import EXTENSIONS, client, send
 from ._helpers import make_task, settings
 from .test_recovery import put, state_of
@@ -126,13 +126,7 @@ def _store(backend: str, tmp_path: Path) -> Iterator[str]:
 def _serve_once(store: str, *extra: str) -> subprocess.CompletedProcess[str]:
     command = [sys.executable, "-m", "apcore_a2a", "serve", "--host", "127.0.0.1"]
     command += ["--port", str(free_port()), "--extensions-dir", EXTENSIONS]
-    return subprocess.run(
-        [*command, "--task-store", store, *extra],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    return run_python([*command, "--task-store", store, *extra], timeout=60)
 
 
 @pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
