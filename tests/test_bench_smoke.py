@@ -12,7 +12,6 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -24,7 +23,7 @@ from pydantic import BaseModel
 
 from benchmarks import harness, report
 from benchmarks._wrk import _parse
-from tests._support import ROOT, TLS, running_server
+from tests._support import TLS, run_python, running_server
 
 needs_wrk = pytest.mark.skipif(
     shutil.which("wrk") is None and not os.environ.get("CI"),
@@ -36,10 +35,10 @@ needs_wrk = pytest.mark.skipif(
 def test_smoke_run_measures_both_servers_and_the_floor(tmp_path: Path) -> None:
     out_json = tmp_path / "raw.json"
     results_md = tmp_path / "RESULTS.md"
-    done = subprocess.run(
+    done = run_python(
         [sys.executable, "-m", "benchmarks", "--smoke", "--output", str(results_md),
          "--json", str(out_json)],
-        cwd=ROOT, capture_output=True, text=True, timeout=240, check=False,
+        timeout=240,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
     raw = json.loads(out_json.read_text())
@@ -223,11 +222,11 @@ def test_busy_health_table_probes_both_servers_while_bodies_arrive(tmp_path: Pat
     # The figures are the report's to give (docs/benchmarks.md); here only that it runs:
     # both servers probed during the bodies, no probe failed, each body answered.
     results_md = tmp_path / "RESULTS.md"
-    done = subprocess.run(
+    done = run_python(
         [sys.executable, "-m", "benchmarks.busy_health", "--shapes", "parts,gRPC values beyond",
          "--systems", "S,O", "--rounds", "1", "--parallel", "2", "--idle", "0.2",
          "--append", str(results_md)],
-        cwd=ROOT, capture_output=True, text=True, timeout=600, check=False,
+        timeout=600,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
     assert results_md.read_text().strip() == done.stdout.strip()
@@ -274,9 +273,9 @@ def test_pages_dimension_walks_every_page_and_counts(
 
 def test_edge_parse_table_measures_each_body_size() -> None:
     # The figures are docs/benchmarks.md's; here only that it runs, one row per size.
-    done = subprocess.run(
+    done = run_python(
         [sys.executable, "-m", "benchmarks.edge_parse", "-n", "20", "--parts", "1,3"],
-        cwd=ROOT, capture_output=True, text=True, timeout=600, check=False,
+        timeout=600,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
     rows = re.findall(r"^\| (\d+) \| \d+ \|(?: [\d.]+ \|){3}$", done.stdout, re.MULTILINE)
@@ -285,9 +284,9 @@ def test_edge_parse_table_measures_each_body_size() -> None:
 
 def test_head_size_table_has_a_row_per_protocol() -> None:
     # The figures are RESULTS.md's; here only that it runs, both protocols answering alike.
-    done = subprocess.run(
+    done = run_python(
         [sys.executable, "-m", "benchmarks.head_size", "--cases", "1mb-url"],
-        cwd=ROOT, capture_output=True, text=True, timeout=600, check=False,
+        timeout=600,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
     # Refused: the 400, or a reset (the server closed with bytes unread) that lost it.
