@@ -1,6 +1,13 @@
 """``grpc.health.v1.Health`` for the gRPC server (with ``grpcio-health-checking``): the
 ``/health`` store probe reported for ``""`` and each A2A service (``Check``, ``List``);
-``Watch`` follows it every :data:`HEALTH_INTERVAL` seconds."""
+``Watch`` follows it every :data:`HEALTH_INTERVAL` seconds.
+
+At a stop every service is ``NOT_SERVING`` from its first moment (a balancer watching
+learns the agent is going), and each ``Watch`` stream ends with status OK once the drain
+has ended (:meth:`GrpcHealth.end`, by the server's ``CallEnds``). The package's own
+servicer ends no ``Watch``: grpc's stop waited for them until its grace ran out (the
+whole stop with it), then cut them ``UNAVAILABLE`` "Cancelling all calls". So the
+servicer is ours, on the package's generated base; its statuses live here."""
 
 from __future__ import annotations
 
@@ -8,8 +15,9 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Protocol
 
+import grpc
 import grpc.aio
 
 logger = logging.getLogger("apcore_a2a.grpc")
@@ -20,38 +28,90 @@ HEALTH_INTERVAL = 5.0
 HEALTH_SERVICE = "grpc.health.v1.Health"
 
 
+class GrpcHealth:
+    """The health service added to a server: its stop's two moments."""
+
+    def __init__(self, going: Callable[[], Awaitable[None]], end: Callable[[], None]) -> None:
+        #: the stop began: the probes stop, every service is NOT_SERVING
+        self.going = going
+        #: the drain has ended: each Watch sends NOT_SERVING if it has not, and ends
+        self.end = end
+
+
+class Ends(Protocol):
+    """Where the server's stop ends its streams (``server/grpc_streams.CallEnds``)."""
+
+    def also(self, end: Callable[[], None]) -> None: ...
+
+
 def add_health_service(
-    server: grpc.aio.Server, problem: Callable[[], Awaitable[object]], services: tuple[str, ...]
-) -> Callable[[], Awaitable[None]] | None:
-    """Add ``grpc.health.v1.Health`` to *server*; its stop hook, or ``None`` without the
-    package. *problem* returns ``None`` when healthy."""
+    server: grpc.aio.Server,
+    problem: Callable[[], Awaitable[object]],
+    services: tuple[str, ...],
+    ends: Ends,
+) -> GrpcHealth | None:
+    """Add ``grpc.health.v1.Health`` to *server*; its stop hooks, or ``None`` without the
+    package. *problem* returns ``None`` when healthy; *ends* ends its Watch streams."""
     try:
-        from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+        from grpc_health.v1 import health_pb2, health_pb2_grpc
     except ImportError:
         logger.info("grpc.health.v1 not offered: install grpcio-health-checking")
         return None
 
     response = health_pb2.HealthCheckResponse
+    names = ("", *services)
 
-    class StoreHealth(health.aio.HealthServicer):  # type: ignore[misc]
+    class StoreHealth(health_pb2_grpc.HealthServicer):  # type: ignore[misc]
+        def __init__(self) -> None:
+            self.statuses: dict[str, int] = dict.fromkeys(names, response.SERVING)
+            self.changed = asyncio.Event()  # set, then replaced, at each change
+            self.going = self.ended = False
+
+        def report(self, status: int) -> None:
+            if any(self.statuses[name] != status for name in names):
+                self.statuses = dict.fromkeys(names, status)
+                self.changed.set()
+                self.changed = asyncio.Event()
+
         async def refresh(self) -> None:
-            status = response.SERVING if await problem() is None else response.NOT_SERVING
-            for service in ("", *services):
-                await self.set(service, status)
+            healthy = await problem() is None
+            if not self.going:  # a probe that ends after the stop began changes nothing
+                self.report(response.SERVING if healthy else response.NOT_SERVING)
 
-        async def Check(self, request: Any, context: Any) -> Any:
+        async def Check(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
             await self.refresh()
-            return await super().Check(request, context)
+            status = self.statuses.get(request.service)
+            if status is None:
+                await context.abort(grpc.StatusCode.NOT_FOUND)
+            return response(status=status)
 
-        async def List(self, request: Any, context: Any) -> Any:
+        async def List(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
             # grpcio-health-checking 1.85 leaves List to the generated base, which raises:
             # UNIMPLEMENTED naming NotImplementedError, and an ERROR traceback per call.
             await self.refresh()
-            statuses = {}
-            for service in ("", *services):
-                asked = health_pb2.HealthCheckRequest(service=service)
-                statuses[service] = await super().Check(asked, context)
+            statuses = {name: response(status=s) for name, s in self.statuses.items()}
             return health_pb2.HealthListResponse(statuses=statuses)
+
+        async def Watch(self, request: Any, context: grpc.aio.ServicerContext) -> None:
+            last = None
+            while True:
+                changed, ended = self.changed, self.ended  # before the read: no change lost
+                status = self.statuses.get(request.service, response.SERVICE_UNKNOWN)
+                if status != last:
+                    await context.write(response(status=status))
+                    last = status
+                if ended:
+                    return  # status OK: the stream ran out
+                await changed.wait()
+
+        def stop(self) -> None:
+            self.going = True
+            self.report(response.NOT_SERVING)
+
+        def end(self) -> None:
+            self.stop()  # NOT_SERVING before the end, whatever ran first
+            self.ended = True
+            self.changed.set()
 
     servicer = StoreHealth()
     health_pb2_grpc.add_HealthServicer_to_server(servicer, server)
@@ -65,11 +125,12 @@ def add_health_service(
             await asyncio.sleep(HEALTH_INTERVAL)
 
     loop = asyncio.ensure_future(watch())
+    ends.also(servicer.end)
 
-    async def stop() -> None:
+    async def going() -> None:
+        servicer.stop()
         loop.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await loop
-        await servicer.enter_graceful_shutdown()
 
-    return stop
+    return GrpcHealth(going, servicer.end)

@@ -44,7 +44,7 @@ try:
     from a2a.compat.v0_3 import a2a_v0_3_pb2, a2a_v0_3_pb2_grpc
     from a2a.types import a2a_pb2, a2a_pb2_grpc
 
-    from apcore_a2a.ops.grpc_health import HEALTH_SERVICE, add_health_service
+    from apcore_a2a.ops.grpc_health import HEALTH_SERVICE, GrpcHealth, add_health_service
     from apcore_a2a.server.grpc_context import Admitted, GrpcCallContextBuilder
     from apcore_a2a.server.grpc_deadlines import RequestBounds, connection_options
     from apcore_a2a.server.grpc_reflection import enable_reflection
@@ -185,7 +185,7 @@ class _A2AInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         if handler is None:
             return handler
         if abort is None:  # health, reflection: no credentials, but a stream takes a slot
-            service = other_service(handler, self._streams, self._keys)
+            service = other_service(handler, self._streams, self._keys, self._ends)
             return self._requests.timed(service)
         streaming = handler.unary_stream is not None
         if handler.unary_unary is None and not streaming:
@@ -355,7 +355,7 @@ class GrpcServer:
         self.drops = drops
         #: how callers are keyed for quotas, as on the HTTP port (``caller_keys.py``)
         self.caller_keys = caller_keys or CallerKeys.of(settings)
-        self._health_stop: Callable[[], Awaitable[None]] | None = None
+        self._health: GrpcHealth | None = None
         self.bind_address = f"{_bind_host(settings.host or '0.0.0.0')}:{port}"
         self.address = grpc_address(settings)
         self._tls = _read_tls(settings.grpc_tls_cert, settings.grpc_tls_key)
@@ -422,9 +422,9 @@ class GrpcServer:
         a2a_v0_3_pb2_grpc.add_A2AServiceServicer_to_server(v03, server)  # type: ignore[no-untyped-call]
         served = (SERVICE_V1, SERVICE_V0_3)
         if self.operations is not None:
-            self._health_stop = add_health_service(server, self.operations.problem, served)
+            self._health = add_health_service(server, self.operations.problem, served, self.ends)
         if s.grpc_reflection:
-            health = (HEALTH_SERVICE,) if self._health_stop is not None else ()
+            health = (HEALTH_SERVICE,) if self._health is not None else ()
             try:
                 enable_reflection(server, (*served, *health))
             except ImportError as exc:  # pragma: no cover - grpcio-reflection is in the extra
@@ -441,9 +441,9 @@ class GrpcServer:
         server, self._server = self._server, None
         if server is None:
             return
-        health_stop, self._health_stop = self._health_stop, None
-        if health_stop is not None:
-            await health_stop()
+        health, self._health = self._health, None
+        if health is not None:
+            await health.going()
         try:
             await server.stop(self.settings.shutdown_timeout if grace is None else grace)
         finally:

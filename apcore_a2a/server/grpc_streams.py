@@ -23,6 +23,8 @@ not see (a ``SubscribeToTask`` of a task parked in ``input-required``, one follo
 on another replica) ends as a stream that ran out of items, status ``OK``, as its SSE form
 does (``ops/stream_ends.py``); grpc's own stop would hold it until its grace ran out, then
 answer ``UNAVAILABLE`` "Cancelling all calls", and hold the stop of the whole agent so long.
+A reflection stream ends then too, and ``Health.Watch`` streams (``ops/grpc_health.py``,
+through :meth:`CallEnds.also`).
 """
 
 from __future__ import annotations
@@ -79,10 +81,12 @@ def other_service(
     handler: grpc.RpcMethodHandler,
     streams: StreamLimiter,
     caller_keys: CallerKeys,
+    ends: CallEnds | None = None,
 ) -> grpc.RpcMethodHandler:
     """*handler* of a service other than A2A (grpc.aio's: its methods are ``async``): a
-    request that does not decode answers ``INVALID_ARGUMENT``, and each server stream holds a
-    slot of *streams* (its caller keyed by *caller_keys*)."""
+    request that does not decode answers ``INVALID_ARGUMENT``, each server stream holds a
+    slot of *streams* (its caller keyed by *caller_keys*), and a reflection stream is
+    ended by *ends* at a stop."""
     kinds = (handler.unary_unary, handler.unary_stream, handler.stream_unary, handler.stream_stream)
     behavior = next(kind for kind in kinds if kind is not None)
 
@@ -103,7 +107,7 @@ def other_service(
             yield
 
     if inspect.isasyncgenfunction(behavior):  # reflection: its stream closed in the call
-        behavior = written(behavior)
+        behavior = written(behavior, ends)
 
     async def called(request: Any, context: grpc.aio.ServicerContext) -> Any:
         request = await decoded(request, context)
@@ -122,6 +126,11 @@ class CallEnds:
         self._wrote: dict[asyncio.Task[Any], str | None] = {}
         self._awaited: dict[asyncio.Task[Any], str] = {}
         self._ended: set[asyncio.Task[Any]] = set()
+        self._also: list[Callable[[], None]] = []
+
+    def also(self, end: Callable[[], None]) -> None:
+        """Call *end* at the stop's end of the streams (``Health.Watch``'s)."""
+        self._also.append(end)
 
     @contextlib.contextmanager
     def held(self) -> Iterator[None]:
@@ -158,6 +167,8 @@ class CallEnds:
                 continue
             self._ended.add(task)
             task.cancel()
+        for end in self._also:
+            end()
 
     def took(self, task: asyncio.Task[Any]) -> bool:
         """Whether *task*'s cancel is this stop's end of its stream (said once)."""

@@ -77,3 +77,45 @@ async def test_a_grpc_subscription_the_drain_does_not_end_ends_after_it(version:
     assert not isinstance(events[-1], Exception), (events[-1], out)
     [snapshot] = events  # the task as it stood, then the stream's normal end
     assert snapshot.task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED, snapshot
+
+
+async def test_health_watch_and_reflection_streams_end_after_the_drain() -> None:
+    """A ``Health.Watch`` stream (kept open by balancers and probes) reads ``NOT_SERVING``
+    at the stop, then ends with status OK; a reflection stream ends with OK too. Both were
+    held by grpc's stop until its grace ran out, then cut ``UNAVAILABLE`` "Cancelling all
+    calls", holding the whole stop that long."""
+    import grpc
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+    from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
+
+    port = free_port()
+    with serve_process(grpc_port=port, shutdown_timeout=1, grpc_reflection=True) as (_, proc):
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+            watch = health_pb2_grpc.HealthStub(channel).Watch(health_pb2.HealthCheckRequest())
+            statuses = [(await watch.read()).status]
+            asked: asyncio.Queue[Any] = asyncio.Queue()
+            await asked.put(reflection_pb2.ServerReflectionRequest(list_services=""))
+
+            async def requests() -> Any:
+                while (item := await asked.get()) is not None:
+                    yield item
+
+            reflection = reflection_pb2_grpc.ServerReflectionStub(channel)
+            info = reflection.ServerReflectionInfo(requests())
+            assert (await info.read()).list_services_response.service, "reflection answers"
+            proc.send_signal(signal.SIGTERM)
+            async with asyncio.timeout(60):  # a hang guard: both streams must end
+                while (item := await watch.read()) is not grpc.aio.EOF:
+                    statuses.append(item.status)
+                watch_code, watch_details = await watch.code(), await watch.details()
+                while await info.read() is not grpc.aio.EOF:
+                    pass
+                info_code, info_details = await info.code(), await info.details()
+            code = await asyncio.to_thread(proc.wait, 60)
+            out = proc.output()
+    assert code == 0, out
+    assert "Traceback" not in out, out
+    serving = health_pb2.HealthCheckResponse
+    assert statuses == [serving.SERVING, serving.NOT_SERVING], statuses
+    assert watch_code == grpc.StatusCode.OK, (watch_code, watch_details)
+    assert info_code == grpc.StatusCode.OK, (info_code, info_details)
