@@ -69,6 +69,13 @@ class _Stream:
         answer = self._answer()
         return getattr(answer, "task_id", None) or getattr(answer, "run_task", None)
 
+    def stopped(self) -> None:
+        """Note on the answer that the stop, not the client, ends the stream: the
+        disconnect the app reads then is no client's drop (``cancel_on_disconnect``)."""
+        answer = self._answer()
+        if answer is not None and hasattr(answer, "stopped"):
+            answer.stopped = True
+
     async def relay(self, message: Message) -> None:
         async with self.lock:
             if self.done:  # ended by the stop: the app's later sends go nowhere
@@ -167,6 +174,7 @@ class StreamEnds:
             self._watch = None
 
     def _end(self, stream: _Stream, ending: Mapping[str, str]) -> None:
+        stream.stopped()
         task_id = stream.task_id()
         task = asyncio.ensure_future(stream.end_after(ending.get(task_id) if task_id else None))
         self._ends.add(task)

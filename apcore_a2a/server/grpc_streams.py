@@ -24,7 +24,8 @@ on another replica) ends as a stream that ran out of items, status ``OK``, as it
 does (``ops/stream_ends.py``); grpc's own stop would hold it until its grace ran out, then
 answer ``UNAVAILABLE`` "Cancelling all calls", and hold the stop of the whole agent so long.
 A reflection stream ends then too, and ``Health.Watch`` streams (``ops/grpc_health.py``,
-through :meth:`CallEnds.also`).
+through :meth:`CallEnds.also`). With ``cancel_on_disconnect`` the end is no client's drop
+(``Answer.stopped``).
 """
 
 from __future__ import annotations
@@ -161,6 +162,8 @@ class CallEnds:
         """End every open stream: those following a task of *ending* once they have
         written the item of its state there (on its way to them), the others now."""
         for task, answer in list(self._open.items()):
+            if answer is not None:  # its end is no client's drop (cancel_on_disconnect)
+                answer.stopped = True
             state = ending.get((answer.task_id or answer.run_task) or "") if answer else None
             if state is not None and self._wrote.get(task) != state:
                 self._awaited[task] = state

@@ -89,6 +89,7 @@ class StreamDrops:
         """A stream of the call that answered *answer* ended: it followed *task_id* (``None``:
         no frame left), *dropped* if its client left before the last frame (before the
         first: ``answer.hung_up``); *call_context* makes the context of a cancel."""
+        dropped = dropped and not answer.stopped  # ended by a stop, not by its client
         if task_id is not None:
             left = self._open.pop(task_id) - 1
             if left > 0:  # another client still streams the task: it is left alone
@@ -104,7 +105,7 @@ class StreamDrops:
                     return  # a client streams it on another replica: left alone too
             if left <= 0 and dropped:
                 await self._cancel(call_context(), task_id)
-        elif answer.hung_up:
+        elif answer.hung_up and not answer.stopped:
             # Gone before the first frame (a message-reply skill's module was still
             # running): no stream ever followed the run, so its task, or the run itself
             # when nothing is stored yet, goes with the client.

@@ -51,6 +51,9 @@ class Answer:
     last_event_id: str | None = None
     #: the stream's client hung up before its answer started (the request guard saw it)
     hung_up: bool = False
+    #: a stop ended its stream (``ops/stream_ends.py``, ``CallEnds``): its client did not
+    #: drop it, and ``cancel_on_disconnect`` leaves its task (parked, it outlives the stop)
+    stopped: bool = False
     #: the task the call's run goes by, known before anything is answered (noted with the
     #: call record's, ``execution/routing.py``); the answer holds no link to that record,
     #: which holds the answer: a cycle kept each call's objects for the cyclic collector
