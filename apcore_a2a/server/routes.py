@@ -4,6 +4,9 @@ seam's corrections, and the call-context builder they share, which puts the call
 
 from __future__ import annotations
 
+import apcore_a2a.upstream.client_first  # noqa: F401  (before the SDK server: see it)
+
+# isort: split
 import functools
 from typing import Any
 

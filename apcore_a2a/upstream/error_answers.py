@@ -7,6 +7,9 @@ public ``abort_context`` answers them.
 
 from __future__ import annotations
 
+import apcore_a2a.upstream.client_first  # noqa: F401  (before the SDK server: see it)
+
+# isort: split
 from typing import Any
 
 from a2a.utils.errors import A2AError

@@ -17,6 +17,9 @@ the SDK's servicer refused it as "Bad resource name", so it is read as
 
 from __future__ import annotations
 
+import apcore_a2a.upstream.client_first  # noqa: F401  (before the SDK server: see it)
+
+# isort: split
 import re
 from collections.abc import AsyncIterator
 from typing import Any

@@ -7,6 +7,9 @@ the 0.3 ``TaskPushNotificationConfig`` JSON; ``DELETE .../{push_id}`` answers ``
 
 from __future__ import annotations
 
+import apcore_a2a.upstream.client_first  # noqa: F401  (before the SDK server: see it)
+
+# isort: split
 from collections.abc import Awaitable, Callable
 from typing import Any
 

@@ -4,6 +4,9 @@ errors are ordinary REST error responses.
 
 from __future__ import annotations
 
+import apcore_a2a.upstream.client_first  # noqa: F401  (before the SDK server: see it)
+
+# isort: split
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 

@@ -7,6 +7,9 @@ failure lies under ``params``, the answer becomes 0.3's ``InvalidParamsError``.
 
 from __future__ import annotations
 
+import apcore_a2a.upstream.client_first  # noqa: F401  (before the SDK server: see it)
+
+# isort: split
 import json
 from typing import Any
 

@@ -15,6 +15,9 @@ refuse where every other binding reads 2. gRPC carries integers in binary: one s
 
 from __future__ import annotations
 
+import apcore_a2a.upstream.client_first  # noqa: F401  (before the SDK server: see it)
+
+# isort: split
 import functools
 import re
 from collections.abc import Iterator
