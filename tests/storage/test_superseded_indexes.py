@@ -21,7 +21,9 @@ from apcore_a2a.storage import open_stores
 from apcore_a2a.storage._urls import create_engine, parse_store_url
 from apcore_a2a.storage.contexts import INDEX_NAME, OLD_INDEX_NAME
 
-from ._helpers import index_names, settings
+from .._postgres import pg_database_url, pg_schema_url
+from ._helpers import ctx, index_names, make_task, settings
+from .test_contract import save
 
 #: every index of ours a release replaced, with its columns as that release created it
 SUPERSEDED = {OLD_INDEX_NAME: "context_id, owner"}
@@ -72,11 +74,17 @@ async def test_replicas_starting_together_on_postgresql_all_start(pg_url: str) -
 
 
 @pytest.mark.postgres
-async def test_the_drop_queues_no_reader_of_tasks_on_postgresql(pg_url: str) -> None:
+async def test_the_drop_queues_no_reader_of_tasks_on_postgresql() -> None:
     """A replica of the new release starting while others serve: a reader's transaction
     open on ``tasks`` holds the drop back, and readers coming after it still read (a
     plain ``DROP INDEX`` waits for an exclusive lock on ``tasks``, and every later read
-    of the table queues behind it)."""
+    of the table queues behind it). In a database of its own: the drop seen waiting is
+    this test's, whatever other test processes run on the server."""
+    with pg_database_url(agents=1) as url:
+        await _the_drop_queues_no_reader(url)
+
+
+async def _the_drop_queues_no_reader(pg_url: str) -> None:
     await _as_the_old_release_left_it(pg_url)
     engine = create_engine(parse_store_url(pg_url))
     stores = open_stores(pg_url, settings(cluster=True))
@@ -87,11 +95,15 @@ async def test_the_drop_queues_no_reader_of_tasks_on_postgresql(pg_url: str) -> 
             start = asyncio.create_task(stores.start())
             waiting = text(
                 "SELECT l.mode, l.locktype FROM pg_locks l JOIN pg_stat_activity a "
-                "USING (pid) WHERE NOT l.granted AND a.query ILIKE 'DROP INDEX%'"
+                "USING (pid) WHERE NOT l.granted AND a.query ILIKE 'DROP INDEX%' "
+                "AND a.datname = current_database()"
             )
             deadline = time.monotonic() + WAIT_S
             while not (held := (await watcher.execute(waiting)).all()):
-                assert not start.done() and time.monotonic() < deadline, "the drop did not wait"
+                if start.done():
+                    start.result()  # a start that failed says why
+                    raise AssertionError("the start ended without waiting to drop the index")
+                assert time.monotonic() < deadline, "the drop did not wait"
                 await asyncio.sleep(0.05)
             assert ("AccessExclusiveLock", "relation") not in held, held
             async with engine.connect() as later:
@@ -102,5 +114,39 @@ async def test_the_drop_queues_no_reader_of_tasks_on_postgresql(pg_url: str) -> 
     finally:
         await stores.aclose()
         await engine.dispose()
+    names = await index_names(pg_url)
+    assert INDEX_NAME in names and not set(SUPERSEDED) & names, names
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("isolation", ["READ COMMITTED", "REPEATABLE READ"])
+async def test_a_long_transaction_in_another_schema_holds_no_start_back(
+    pg_url: str, isolation: str
+) -> None:
+    """An agent starting in a database shared with a busy application: a transaction of
+    that application in another schema, open all the while (a snapshot held, a row
+    written), neither fails nor holds back the start's index steps (the new index's build,
+    the superseded one's drop), and the agent serves. A ``CREATE INDEX CONCURRENTLY`` would
+    wait for every transaction of the database; a plain build and a concurrent drop wait
+    only for those using ``tasks`` in the agent's own schema."""
+    await _as_the_old_release_left_it(pg_url)
+    with pg_schema_url(agents=1) as other_url:
+        other = create_engine(parse_store_url(other_url))
+        stores = open_stores(pg_url, settings(cluster=True))
+        try:
+            async with other.connect() as busy:
+                await busy.execute(text(f"SET TRANSACTION ISOLATION LEVEL {isolation}"))
+                await busy.execute(text("CREATE TABLE orders (id int)"))
+                await busy.execute(text("INSERT INTO orders VALUES (1)"))
+                await busy.execute(text("SELECT txid_current()"))  # an xid of its own
+                async with asyncio.timeout(WAIT_S):  # a hang guard, not a measure
+                    await stores.start()
+                task = make_task()
+                await save(stores, task)
+                assert await stores.get_task(task.id, ctx()) == task
+                await busy.rollback()
+        finally:
+            await stores.aclose()
+            await other.dispose()
     names = await index_names(pg_url)
     assert INDEX_NAME in names and not set(SUPERSEDED) & names, names
