@@ -20,6 +20,7 @@ import pytest
 from sqlalchemy import select
 
 from apcore_a2a.errors import StoreUnavailableError
+from apcore_a2a.storage import _slot_waits
 from apcore_a2a.storage._slot_waits import BUSY_RETRY_AFTER
 from apcore_a2a.storage.quota_slots import TASK_SCOPE
 
@@ -30,9 +31,15 @@ from .test_quota_slots_freed import CALLER, _replica
 pytestmark = pytest.mark.postgres
 
 
-async def test_a_take_with_room_is_served_once_the_other_count_ends(pg_url: str) -> None:
+async def test_a_take_with_room_is_served_once_the_other_count_ends(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The caller holds one task past the quota of 2: room for one. A take meeting another
-    count of its rows waits for it, and is served once it ends (was: refused, -32091)."""
+    count of its rows waits for it, and is served once it ends (was: refused, -32091).
+    The take waits for as long as a hang guard here: the test's own loop ends the count,
+    and a loaded machine ran it past the second a take waits ("store unavailable"); the
+    wait's end is the burst test's."""
+    monkeypatch.setattr(_slot_waits, "WAIT_SECONDS", 30.0)
     a, slots = await _replica(pg_url)
     try:
         await _one_past(slots)
@@ -41,7 +48,7 @@ async def test_a_take_with_room_is_served_once_the_other_count_ends(pg_url: str)
                 take = asyncio.ensure_future(slots.take(TASK_SCOPE, CALLER, "room", NEW))
                 async with asyncio.timeout(10):  # a hang guard
                     await tried.wait()  # it met the count
-            async with asyncio.timeout(10):
+            async with asyncio.timeout(60):  # a hang guard
                 assert await take  # was: False ("quota exceeded")
         assert not await slots.take(TASK_SCOPE, CALLER, "full", NEW)  # 2 held now
     finally:

@@ -35,7 +35,7 @@ from apcore_a2a.storage.quota_slots import TASK_SCOPE
 from tests._sdk import request
 
 from .._modules import Add
-from .._postgres import PG_DB, PG_HOST, PG_PORT, PG_USER, pg_schema_url
+from .._postgres import PG_HOST, PG_PORT, PG_USER, pg_database_url
 from .._support import TLS, free_port, running_server
 from .test_lowered_quota import counting
 
@@ -149,18 +149,23 @@ def _expected(code: int, http: int, status: str, seconds: int) -> dict[str, Answ
 
 @contextlib.asynccontextmanager
 async def _agent(environ: dict[str, str]) -> AsyncIterator[tuple[str, str, str, str, Any]]:
-    """A cluster agent on a schema of its own, gRPC too, with *environ*: (its URL, its gRPC
-    address, the store URL, the quota slots' table, a connection to the database)."""
+    """A cluster agent on a database of its own, gRPC too, with *environ*: (its URL, its
+    gRPC address, the store URL, the quota slots' table, a connection to the database).
+    Its own database: a count of :data:`CALLER`'s rows also takes the earlier releases'
+    key, one for the whole database (``_slot_rows._EARLIER_KEY``), and the counts this
+    file holds would hold up the takes of other test processes' agents, whose caller is
+    the same ``ip:127.0.0.1``."""
     registry = Registry()
     registry.register("demo.add", Add())
     grpc_port = free_port()
-    with pg_schema_url(agents=2) as url:
-        table = url.rsplit("schema=", 1)[1] + ".apcore_a2a_quota_slots"
+    with pg_database_url(agents=2) as url:
+        table = "apcore_a2a_quota_slots"
+        database = url.rsplit("/", 1)[1].split("?")[0]
         app, _ = A2AServerFactory(
             registry, environ=environ, task_store=url, grpc_port=grpc_port, cluster=True
         ).create()
         async with running_server(app) as base:
-            db = await asyncpg.connect(host=PG_HOST, port=PG_PORT, user=PG_USER, database=PG_DB)
+            db = await asyncpg.connect(host=PG_HOST, port=PG_PORT, user=PG_USER, database=database)
             try:
                 yield base, f"127.0.0.1:{grpc_port}", url, table, db
             finally:
