@@ -8,11 +8,13 @@ create schemas, databases and roles (a superuser, as the tests check roles' limi
 Every test gets a schema (or database) of its own, dropped afterwards, and a URL whose
 ``?pool_size=`` is :data:`POOL_SIZE`: an agent process (a server, each of its workers, or a
 store set opened in the test's own process) then holds at most :data:`PER_AGENT`
-connections. A test states how many agents it runs at once on the server; before it runs,
-the server must have that many times :data:`PER_AGENT`, plus one for the test itself, free
-under every limit (``max_connections`` less the reserved ones, the role's and the
-database's ``CONNECTION LIMIT``). When it has not, or is not reachable at all, the test is
-skipped with the reason, except under ``CI`` where it must run and so fails with it.
+connections. A test states how many agents it runs at once on the server; it holds that
+many times :data:`PER_AGENT`, plus one for the test itself, of a budget every test process
+on the machine shares (:func:`tokens`), and the server must have them free under every
+limit (``max_connections`` less the reserved ones, the role's and the database's
+``CONNECTION LIMIT``). When it has not, after waiting up to :data:`CONNECTION_WAIT_S` for
+other test processes to release theirs, or is not reachable at all, the test is skipped
+with the reason, except under ``CI`` where it must run and so fails with it.
 """
 
 from __future__ import annotations
@@ -20,8 +22,11 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import fcntl
 import os
 import socket
+import tempfile
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -86,9 +91,17 @@ def pg_execute(sql: str) -> None:
     _run(sql)
 
 
-def require_postgres(agents: int = 1) -> None:
-    """Skip (fail under ``CI``) unless the server is reachable and can give *agents* agent
-    processes their connections now, plus one for the test."""
+#: how long a test waits for the connections it needs, as other test processes' agents
+#: stop (a bound on a wait, not a measure: the server refusing them later is worse)
+CONNECTION_WAIT_S = 120.0
+#: connections of the server the tests' reservations leave to other clients (the tests'
+#: own statements beside their agents, ``psql``, other applications)
+_MARGIN = 10
+#: this process's token budget, read once from the server (see :func:`_reserve`)
+_budget: list[int] = []
+
+
+def _reachable() -> None:
     try:
         socket.create_connection((PG_HOST, PG_PORT), timeout=1.0).close()
     except OSError:
@@ -96,24 +109,114 @@ def require_postgres(agents: int = 1) -> None:
             f"{_where()} is not reachable; start it or point APCORE_A2A_TEST_POSTGRES_URL "
             "at another server"
         )
+
+
+def _limits() -> list[Any]:
     import asyncpg
 
-    need = agents * PER_AGENT + 1
     try:
-        limits = _run(_FREE, fetch=True)
+        return _run(_FREE, fetch=True)
     except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
         # e.g. "too many clients already", a role or database that does not exist
         cannot_run(f"{_where()} refused the test's connection: {exc}")
-    for what, limit, open_now in limits:
-        free = limit - open_now + 1  # +1: the connection that asked is closed now
-        if limit >= 0 and free < need:
+
+
+def require_postgres(agents: int = 1, deadline: float | None = None) -> None:
+    """Skip (fail under ``CI``) unless the server is reachable and can give *agents* agent
+    processes their connections, plus one for the test: waiting for them (other test
+    processes' agents stopping) until *deadline* (``time.monotonic()``), by default
+    :data:`CONNECTION_WAIT_S` from now."""
+    _reachable()
+    need = agents * PER_AGENT + 1
+    if deadline is None:
+        deadline = time.monotonic() + CONNECTION_WAIT_S
+    while True:
+        short = [
+            (what, limit, open_now, limit - open_now + 1)  # +1: the asking one is closed now
+            for what, limit, open_now in _limits()
+            if limit >= 0 and limit - open_now + 1 < need
+        ]
+        if not short:
+            return
+        if time.monotonic() >= deadline:
+            break
+        time.sleep(0.25)
+    what, limit, open_now, free = short[0]
+    cannot_run(
+        f"this test needs {need} free connections to {_where()} ({agents} agent(s) x "
+        f"{PER_AGENT} + 1), but {what} leaves {free} ({limit} allowed, {open_now - 1} "
+        f"open) after {CONNECTION_WAIT_S:g} s of waiting; close other clients (see "
+        "pg_stat_activity), raise the limit, run with -n 0, or point "
+        "APCORE_A2A_TEST_POSTGRES_URL at another server"
+    )
+
+
+@contextlib.contextmanager
+def _reserve(agents: int) -> Iterator[None]:
+    """Hold *agents* agent processes' connections (and the test's one) for the block,
+    against every test process on this machine (:func:`tokens`), then wait for the server
+    to have them free (:func:`require_postgres`)."""
+    _reachable()
+    deadline = time.monotonic() + CONNECTION_WAIT_S
+    with tokens(agents * PER_AGENT + 1, deadline, f"{agents} agent(s) x {PER_AGENT} + 1"):
+        require_postgres(agents, deadline)
+        yield
+
+
+def token_budget() -> int:
+    """How many connections of the server the test processes on this machine share: its
+    ``max_connections`` (less the reserved ones) less :data:`_MARGIN`."""
+    if not _budget:
+        server = next(limit for what, limit, _ in _limits() if "max_connections" in what)
+        _budget.append(max(server - _MARGIN, 1))
+    return _budget[0]
+
+
+@contextlib.contextmanager
+def tokens(need: int, deadline: float, why: str = "") -> Iterator[None]:
+    """Hold *need* of the :func:`token_budget` connections for the block, waiting until
+    *deadline* (``time.monotonic()``) for other test processes to release theirs.
+
+    A check of the server's free connections alone raced: four test processes each found
+    29 free, and their agents together then opened more than the server takes. Each
+    connection is a token, a lock file of ``$TMPDIR/apcore-a2a-test-postgres-HOST-PORT/``
+    held by ``flock`` (which dies with its process: a killed run frees its tokens). A test
+    takes its tokens all at once or none: two holding half of what each needs would wait
+    for each other.
+    """
+    budget = token_budget()
+    folder = Path(tempfile.gettempdir()) / f"apcore-a2a-test-postgres-{PG_HOST}-{PG_PORT}"
+    folder.mkdir(mode=0o777, exist_ok=True)
+    held: list[int] = []
+    try:
+        while need <= budget:
+            for token in range(budget):
+                fd = os.open(folder / f"{token}.lock", os.O_RDONLY | os.O_CREAT, 0o666)
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    os.close(fd)
+                    continue
+                held.append(fd)
+                if len(held) == need:
+                    break
+            if len(held) == need or time.monotonic() >= deadline:
+                break
+            while held:
+                os.close(held.pop())
+            time.sleep(0.25)
+        if len(held) < need:
             cannot_run(
-                f"this test needs {need} free connections to {_where()} ({agents} agent(s) x "
-                f"{PER_AGENT} + 1), but {what} leaves {free} ({limit} allowed, "
-                f"{open_now - 1} open); close other clients (see pg_stat_activity), raise "
-                "the limit, run with -n 0, or point APCORE_A2A_TEST_POSTGRES_URL at another "
-                "server"
+                f"this test needs {need} connections to {_where()} ({why}); the test "
+                f"processes on this machine share {budget} (the server's max_connections "
+                f"less {_MARGIN}), and others still held more than {budget - need} after "
+                f"{CONNECTION_WAIT_S:g} s of waiting; run fewer test processes, or point "
+                "APCORE_A2A_TEST_POSTGRES_URL at another server"
             )
+        yield
+    finally:
+        for fd in held:
+            os.close(fd)
 
 
 def _url(database: str, pool_size: int | None, schema: str | None = None) -> str:
@@ -130,27 +233,29 @@ def _url(database: str, pool_size: int | None, schema: str | None = None) -> str
 @contextlib.contextmanager
 def pg_schema_url(agents: int = 1, pool_size: int | None = POOL_SIZE) -> Iterator[str]:
     """A fresh schema in the test database for *agents* agent processes at once, dropped
-    on exit; yields its URL (with ``?pool_size=`` *pool_size*, none when ``None``)."""
-    require_postgres(agents)
-    schema = f"apcore_a2a_t_{uuid.uuid4().hex[:12]}"
-    pg_execute(f"CREATE SCHEMA {schema}")
-    try:
-        yield _url(PG_DB, pool_size, schema)
-    finally:
-        pg_execute(f"DROP SCHEMA {schema} CASCADE")
+    on exit; yields its URL (with ``?pool_size=`` *pool_size*, none when ``None``). The
+    connections are held for the block (:func:`_reserve`)."""
+    with _reserve(agents):
+        schema = f"apcore_a2a_t_{uuid.uuid4().hex[:12]}"
+        pg_execute(f"CREATE SCHEMA {schema}")
+        try:
+            yield _url(PG_DB, pool_size, schema)
+        finally:
+            pg_execute(f"DROP SCHEMA {schema} CASCADE")
 
 
 @contextlib.contextmanager
 def pg_database_url(agents: int = 1, pool_size: int | None = POOL_SIZE) -> Iterator[str]:
     """A fresh database of its own (its transaction counters count only its clients) for
-    *agents* agent processes at once, dropped on exit; yields its URL."""
-    require_postgres(agents)
-    name = f"apcore_a2a_d_{uuid.uuid4().hex[:12]}"
-    pg_execute(f"CREATE DATABASE {name}")
-    try:
-        yield _url(name, pool_size)
-    finally:
-        pg_execute(f"DROP DATABASE {name} WITH (FORCE)")
+    *agents* agent processes at once, dropped on exit; yields its URL. The connections are
+    held for the block (:func:`_reserve`)."""
+    with _reserve(agents):
+        name = f"apcore_a2a_d_{uuid.uuid4().hex[:12]}"
+        pg_execute(f"CREATE DATABASE {name}")
+        try:
+            yield _url(name, pool_size)
+        finally:
+            pg_execute(f"DROP DATABASE {name} WITH (FORCE)")
 
 
 @contextlib.contextmanager
