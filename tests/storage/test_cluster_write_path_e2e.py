@@ -119,7 +119,11 @@ async def test_a_blocking_call_is_written_once_with_every_version_and_event(
         writes = await _writes(cluster_url)
         # One write of each blocking task's row (the answer), none of its passing states.
         assert {key: writes[key] for key in fast} == dict.fromkeys(fast, 1)
-        assert all(writes[str(t["id"])] in (1, 2) for t in tasks)
+        # A slower one (a loaded machine) is written at most once a second while it runs,
+        # then its answer: never more often than that.
+        for task, took in timings:
+            seconds_running = int(took // WRITE_DELAY)
+            assert writes[str(task["id"])] in range(1, seconds_running + 2), (took, writes)
         assert writes[streamed_id] > 1
         # Every version the one-save-per-transaction path makes, one event each, in order.
         reference = await _events(cluster_url, streamed_id)
