@@ -22,7 +22,6 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
-import fcntl
 import os
 import socket
 import tempfile
@@ -36,7 +35,7 @@ import pytest
 from sqlalchemy.engine import make_url
 
 from apcore_a2a.storage._sql_backend import _LIMITS as CONNECTION_LIMITS
-from tests._support import cannot_run_here
+from tests._support import cannot_run_here, try_lock
 
 _DEFAULT = "postgresql://postgres@127.0.0.1:5432/test"
 _URL = make_url(os.environ.get("APCORE_A2A_TEST_POSTGRES_URL") or _DEFAULT)
@@ -191,11 +190,7 @@ def tokens(need: int, deadline: float, why: str = "") -> Iterator[None]:
     try:
         while need <= budget:
             for token in range(budget):
-                fd = os.open(folder / f"{token}.lock", os.O_RDONLY | os.O_CREAT, 0o666)
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                except BlockingIOError:
-                    os.close(fd)
+                if (fd := try_lock(folder / f"{token}.lock")) is None:
                     continue
                 held.append(fd)
                 if len(held) == need:

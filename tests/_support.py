@@ -44,6 +44,19 @@ _next_port = itertools.count(random.randrange(_PORT_BLOCK))
 _port_base: int | None = None
 
 
+def try_lock(path: Path) -> int | None:
+    """An open descriptor of *path* (created if missing) holding an exclusive ``flock``,
+    or ``None`` when another process holds it. The lock lasts until the descriptor is
+    closed, or its process exits however it ends."""
+    fd = os.open(path, os.O_RDONLY | os.O_CREAT, 0o666)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    return fd
+
+
 def _port_block() -> int:
     """The first port of this process's block, held under a lock file until it exits.
 
@@ -59,11 +72,7 @@ def _port_block() -> int:
         start = int(os.environ.get("APCORE_A2A_TEST_PORT_SLOT", "0") or 0) * 3
         for step in range(_PORT_BLOCKS):
             block = (start + step) % _PORT_BLOCKS
-            fd = os.open(folder / f"{block}.lock", os.O_RDONLY | os.O_CREAT, 0o666)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                os.close(fd)
+            if try_lock(folder / f"{block}.lock") is None:
                 continue
             _port_base = 20_000 + block * _PORT_BLOCK  # fd stays open: the lock is held
             break

@@ -136,6 +136,12 @@ def message_params(
     return params
 
 
+def streaming_body(skill: str, data: dict[str, Any]) -> dict[str, Any]:
+    """The JSON-RPC 1.0 ``SendStreamingMessage`` body calling *skill* with *data*."""
+    params = message_params(skill, data)
+    return {"jsonrpc": "2.0", "id": 1, "method": "SendStreamingMessage", "params": params}
+
+
 async def rpc(
     http: httpx.AsyncClient,
     method: str,

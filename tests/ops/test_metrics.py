@@ -11,7 +11,16 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from ._agent import V1, build_registry, message_params, rpc, send, served, wait_state
+from ._agent import (
+    V1,
+    build_registry,
+    message_params,
+    rpc,
+    send,
+    served,
+    streaming_body,
+    wait_state,
+)
 
 
 def _samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -180,12 +189,7 @@ async def test_unknown_skills_do_not_become_labels() -> None:
 
 async def test_open_streams_and_running_tasks_are_live_values() -> None:
     async with served(metrics=True) as (http, _app):
-        body = {
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "SendStreamingMessage",
-            "params": message_params("ops.sleep", {"seconds": 0.6}),
-        }
+        body = streaming_body("ops.sleep", {"seconds": 0.6})
         async with http.stream("POST", "/", json=body, headers=V1) as stream:
             lines = stream.aiter_lines()
             first = await anext(lines)

@@ -26,7 +26,15 @@ from apcore_a2a.settings import Settings
 from apcore_a2a.storage import open_stores
 
 from .._support import TLS, ServerProcess
-from ._agent import V1, build_registry, message_params, read_stream, send, served, wait_state
+from ._agent import (
+    V1,
+    build_registry,
+    read_stream,
+    send,
+    served,
+    streaming_body,
+    wait_state,
+)
 from ._proc import serve_process
 
 TASKS = 20
@@ -146,12 +154,7 @@ async def test_sigterm_cancels_what_outlives_the_timeout(tmp_path: Path) -> None
             quick = await send(http, "ops.sleep", {"seconds": 0.3}, return_immediately=True)
             ids = await _start_sleepers(http, 30.0)
             stream_events: list[dict[str, Any]] = []
-            body = {
-                "jsonrpc": "2.0",
-                "id": 1,
-                "method": "SendStreamingMessage",
-                "params": message_params("ops.sleep", {"seconds": 30}),
-            }
+            body = streaming_body("ops.sleep", {"seconds": 30})
             blocking = asyncio.ensure_future(
                 http.post(
                     "/",

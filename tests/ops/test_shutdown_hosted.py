@@ -21,7 +21,7 @@ import pytest
 from apcore_a2a.ops.shutdown import SHUTDOWN_MESSAGE
 
 from .._support import ROOT, TLS, ServerProcess, free_port, stop_process, wait_http
-from ._agent import message_params, read_stream
+from ._agent import read_stream, streaming_body
 
 #: the host's program: uvicorn.run() of the app, plain or mounted in a Starlette app
 _SCRIPT = """
@@ -47,12 +47,7 @@ async def test_a_hosted_apps_stream_gets_its_canceled_event_then_ends(mounted: b
     args = json.dumps([port, mounted, {"shutdown_timeout": 1}])
     proc = ServerProcess([sys.executable, "-c", _SCRIPT.format(root=str(ROOT)), args], cwd=ROOT)
     events: list[dict[str, Any]] = []
-    body = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "SendStreamingMessage",
-        "params": message_params("ops.sleep", {"seconds": 60}),
-    }
+    body = streaming_body("ops.sleep", {"seconds": 60})
     try:
         wait_http(base + "/health", proc=proc)
         async with httpx.AsyncClient(base_url=base + "/", timeout=60, verify=TLS) as http:

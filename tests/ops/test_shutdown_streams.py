@@ -24,7 +24,7 @@ import pytest
 from apcore_a2a.ops.shutdown import SHUTDOWN_MESSAGE
 
 from .._support import TLS
-from ._agent import V1, message_params, read_stream, send
+from ._agent import V1, read_stream, send, streaming_body
 from ._proc import serve_process
 from .test_shutdown_store import _writes_held
 
@@ -34,12 +34,7 @@ async def test_a_stream_gets_its_canceled_event_however_late_the_store_takes_it(
 ) -> None:
     store = f"sqlite:///{tmp_path / 'tasks.db'}"
     events: list[dict[str, Any]] = []
-    body = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "SendStreamingMessage",
-        "params": message_params("ops.sleep", {"seconds": 60}),
-    }
+    body = streaming_body("ops.sleep", {"seconds": 60})
     with serve_process(task_store=store, shutdown_timeout=1) as (url, proc):
         async with httpx.AsyncClient(base_url=url, timeout=60, verify=TLS) as http:
             streaming = asyncio.ensure_future(read_stream(http, body, events))

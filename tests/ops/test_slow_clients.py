@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-import uuid
 from collections.abc import AsyncIterator, Iterator
 
 import httpx
 import pytest
 
 from tests._support import TLS, without_packages
-from tests.ops._agent import V1, message_params
+from tests.ops._agent import V1, message_params, streaming_body
 from tests.ops._proc import serve_process
 
 #: The deadlines under test (seconds): short, yet long enough for a busy machine's
@@ -153,12 +152,7 @@ async def test_a_large_body_sent_at_a_normal_pace_is_served(agent: str) -> None:
 
 
 async def test_a_stream_longer_than_both_deadlines_is_served(agent: str) -> None:
-    body = {
-        "jsonrpc": "2.0",
-        "id": uuid.uuid4().hex,
-        "method": "SendStreamingMessage",
-        "params": message_params("ops.sleep", {"seconds": BOUND * 2.5}),
-    }
+    body = streaming_body("ops.sleep", {"seconds": BOUND * 2.5})
     states: list[str] = []
     async with (
         httpx.AsyncClient(base_url=agent, timeout=GUARD, verify=TLS) as http,
