@@ -34,8 +34,6 @@ from sqlalchemy import (
     text,
     update,
 )
-from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -112,7 +110,15 @@ def db_seconds(engine: AsyncEngine) -> Any:
 def upsert_of(engine: AsyncEngine) -> Any:
     """The ``insert`` of *engine*'s dialect, which has ``on_conflict_do_*`` (PostgreSQL's or
     SQLite's)."""
-    return pg_insert if engine.dialect.name == "postgresql" else sqlite_insert
+    # the dialect's module is imported here, once a SQL store writes: the memory store's
+    # agent never loads either (start-up cost, ``docs/operations.md``)
+    if engine.dialect.name == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert as pg_insert
+
+        return pg_insert
+    from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+    return sqlite_insert
 
 
 def new_replica_id() -> str:

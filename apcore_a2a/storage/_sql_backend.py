@@ -26,7 +26,6 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from apcore_a2a.errors import TaskUnreadableError
-from apcore_a2a.upstream.aiosqlite_workers import track_workers
 
 from ._owner import OwnerLock, owner_lock
 from ._replicas import (
@@ -120,6 +119,9 @@ class SqlBackend:
     def __post_init__(self) -> None:
         self.owner = owner_lock(self.store_url, shared=self.registry is not None)
         if self.store_url.kind == "sqlite":
+            # aiosqlite is imported only for a SQLite store (start-up cost)
+            from apcore_a2a.upstream.aiosqlite_workers import track_workers
+
             self._join_workers = track_workers(self.engine)
 
     async def start(self) -> None:

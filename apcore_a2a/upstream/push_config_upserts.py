@@ -20,7 +20,6 @@ from a2a.server.tasks import DatabasePushNotificationConfigStore
 from a2a.server.tasks.push_notification_config_store import normalize_push_notification_config
 from a2a.types import TaskPushNotificationConfig
 from sqlalchemy import Table
-from sqlalchemy.dialects import postgresql, sqlite
 
 _KEY = ("task_id", "config_id")
 
@@ -40,9 +39,15 @@ class UpsertingConfigStore(DatabasePushNotificationConfigStore):
         table: Table = self.config_model.__table__  # type: ignore[assignment]
         row = {column.name: getattr(model, column.key) for column in table.columns}
         changed = {name: value for name, value in row.items() if name not in _KEY}
+        # the dialects are imported as a config is written: an agent without a SQL store
+        # never loads them (start-up cost, ``docs/operations.md``)
         if self.engine.dialect.name == "postgresql":
+            from sqlalchemy.dialects import postgresql
+
             upsert: Any = postgresql.insert(table).values(row)
         else:  # the other dialect the agent opens
+            from sqlalchemy.dialects import sqlite
+
             upsert = sqlite.insert(table).values(row)
         async with self.engine.begin() as conn:
             await conn.execute(upsert.on_conflict_do_update(index_elements=_KEY, set_=changed))
