@@ -154,5 +154,11 @@ class PushConfigUnreadableError(OwnError):
         )
 
 
+class WeakKeyError(ValueError):
+    """An HMAC secret shorter than the hash of an algorithm it is allowed for: RFC 7518
+    3.2 requires at least 32 bytes for HS256, 48 for HS384 and 64 for HS512. Here, not
+    with the JWT authenticator, so the factory can name it without importing PyJWT."""
+
+
 #: Our errors by their ErrorInfo reason.
 OWN_ERRORS: dict[str, type[OwnError]] = {cls.wire.reason: cls for cls in OwnError.__subclasses__()}

@@ -36,6 +36,7 @@ from apcore_a2a.adapters.agent_card import CardDocument, serialize_card
 from apcore_a2a.push import JWKS_PATH
 from apcore_a2a.push.signing import PrivateKey, SigningKey, stored_key
 from apcore_a2a.push.status import create_tables, signing_keys
+from apcore_a2a.settings import SettingsError
 
 if TYPE_CHECKING:
     from a2a.server.context import ServerCallContext
@@ -149,14 +150,17 @@ class CardSigner:
 
 def card_signer_from_settings(settings: Settings) -> CardSigner | None:
     """The signer the settings ask for (``card_signing`` or ``card_signing_key``), or ``None``;
-    ``ValueError`` for an unreadable or unusable key file."""
+    :class:`~apcore_a2a.settings.SettingsError` for an unreadable or unusable key file."""
     if not (settings.card_signing or settings.card_signing_key):
         return None
-    return CardSigner(
-        agent_url=settings.public_url(),
-        key_file=settings.card_signing_key,
-        encryption_key=settings.push_encryption_key,
-    )
+    try:
+        return CardSigner(
+            agent_url=settings.public_url(),
+            key_file=settings.card_signing_key,
+            encryption_key=settings.push_encryption_key,
+        )
+    except ValueError as exc:
+        raise SettingsError(str(exc)) from None
 
 
 def parse_key(data: bytes) -> SigningKey:

@@ -1,6 +1,14 @@
 """Authentication and access control: credentials (:class:`JWTAuthenticator`,
 :class:`APIKeyAuthenticator`) -> apcore ``Identity`` (:class:`AuthMiddleware`) -> task owner
-and ACL-filtered cards (:func:`security_for`, :func:`extended_card_modifier`)."""
+and ACL-filtered cards (:func:`security_for`, :func:`extended_card_modifier`).
+
+The JWT names (:class:`JWTAuthenticator`, :class:`JWKSKeySource`, :class:`ClaimMapping`)
+are imported on first use: PyJWT and cryptography cost an agent without JWT auth nothing
+at start-up (``docs/operations.md``)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
 
 from apcore_a2a.auth.authenticator import (
     AnyAuthenticator,
@@ -19,8 +27,6 @@ from apcore_a2a.auth.cards import (
     restrict_card,
     security_for,
 )
-from apcore_a2a.auth.jwks import JWKSKeySource
-from apcore_a2a.auth.jwt_authenticator import ClaimMapping, JWTAuthenticator, WeakKeyError
 from apcore_a2a.auth.middleware import (
     AuthMiddleware,
     authenticator_from_settings,
@@ -29,6 +35,7 @@ from apcore_a2a.auth.middleware import (
     needs_credentials,
     security_middleware,
 )
+from apcore_a2a.errors import WeakKeyError
 from apcore_a2a.execution.identity import (
     AUTH_ISSUER_ATTR,
     AUTH_SCHEME_ATTR,
@@ -36,6 +43,28 @@ from apcore_a2a.execution.identity import (
     visible_modules,
     visible_modules_async,
 )
+
+if TYPE_CHECKING:
+    from apcore_a2a.auth.jwks import JWKSKeySource
+    from apcore_a2a.auth.jwt_authenticator import ClaimMapping, JWTAuthenticator
+
+_JWT = {
+    "ClaimMapping": "apcore_a2a.auth.jwt_authenticator",
+    "JWTAuthenticator": "apcore_a2a.auth.jwt_authenticator",
+    "JWKSKeySource": "apcore_a2a.auth.jwks",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _JWT.get(name)
+    if module is None:
+        raise AttributeError(f"module 'apcore_a2a.auth' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "AUTH_ISSUER_ATTR",

@@ -26,6 +26,7 @@ from apcore_a2a.auth.authenticator import (
     words,
 )
 from apcore_a2a.auth.jwks import JWKSKeySource
+from apcore_a2a.errors import WeakKeyError
 from apcore_a2a.execution.identity import AUTH_ISSUER_ATTR, AUTH_SCHEME_ATTR, reserved_type
 
 _HMAC = ("HS256", "HS384", "HS512")
@@ -92,11 +93,6 @@ class ClaimMapping:
         attrs: dict[str, Any] = {SCOPES_ATTR: words(granted[0])} if granted else {}
         attrs.update((n, v) for n in self.attrs if (v := _claim(claims, n)) is not _MISSING)
         return Identity(id=ident, type=kind, roles=words(_claim(claims, self.roles)), attrs=attrs)
-
-
-class WeakKeyError(ValueError):
-    """An HMAC secret shorter than the hash of an algorithm it is allowed for: RFC 7518
-    3.2 requires at least 32 bytes for HS256, 48 for HS384 and 64 for HS512."""
 
 
 def _pem_key(data: bytes) -> tuple[Any, tuple[str, ...], tuple[str, ...]]:

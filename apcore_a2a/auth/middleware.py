@@ -26,10 +26,9 @@ from apcore_a2a.auth.authenticator import (
     parse_api_key_entries,
     words,
 )
-from apcore_a2a.auth.jwt_authenticator import JWTAuthenticator, WeakKeyError
 from apcore_a2a.classify import RequestInfo, request_info
 from apcore_a2a.edge.refusal import refusal
-from apcore_a2a.errors import PermissionDeniedError, UnauthenticatedError
+from apcore_a2a.errors import PermissionDeniedError, UnauthenticatedError, WeakKeyError
 from apcore_a2a.execution.identity import Caller, CallerCredentials
 from apcore_a2a.settings import SPECS, SettingRefusal, SettingsError, forms
 
@@ -37,6 +36,7 @@ if TYPE_CHECKING:
     from apcore import Identity
     from starlette.types import ASGIApp, Receive, Scope, Send
 
+    from apcore_a2a.auth.jwt_authenticator import JWTAuthenticator
     from apcore_a2a.settings import Settings
 
 logger = logging.getLogger("apcore_a2a.auth")
@@ -204,6 +204,9 @@ def _forms(*names: str) -> str:
 
 
 def _bearer(settings: Settings) -> JWTAuthenticator:
+    # PyJWT and cryptography are imported once JWT auth is chosen (start-up cost)
+    from apcore_a2a.auth.jwt_authenticator import JWTAuthenticator
+
     if settings.auth_key and settings.auth_jwks_url:
         raise SettingsError(f"give either {_forms('auth_key', 'auth_jwks_url')}, not both")
     try:

@@ -28,7 +28,6 @@ from apcore_a2a.push.configs import PushConfigStore
 from apcore_a2a.push.dns import AresResolver
 from apcore_a2a.push.policy import PushUrlPolicy, Resolver
 from apcore_a2a.push.sender import RetryingPushSender
-from apcore_a2a.push.signing import SigningKey, stored_key
 from apcore_a2a.push.status import ConfigStatusBook, create_tables, signing_keys
 from apcore_a2a.push.status_route import status_route
 from apcore_a2a.upstream.jsonrpc03_push import JsonRpc03PushCorrections
@@ -40,6 +39,7 @@ if TYPE_CHECKING:
     from a2a.types import Task, TaskStatusUpdateEvent
     from sqlalchemy.ext.asyncio import AsyncEngine
 
+    from apcore_a2a.push.signing import SigningKey
     from apcore_a2a.settings import Settings
     from apcore_a2a.storage.quota_slots import SqlQuotaSlots
 
@@ -58,6 +58,17 @@ __all__ = [
 ]
 
 logger = logging.getLogger("apcore_a2a.push")
+
+
+def __getattr__(name: str) -> Any:
+    # SigningKey (PyJWT, cryptography) is imported once push or card signing needs it,
+    # not by an agent that uses neither (start-up cost, ``docs/operations.md``)
+    if name != "SigningKey":
+        raise AttributeError(f"module 'apcore_a2a.push' has no attribute {name!r}")
+    from apcore_a2a.push.signing import SigningKey
+
+    return SigningKey
+
 
 #: Card extension that tells receivers where the delivery-signing keys are published.
 PUSH_SIGNING_EXTENSION_URI = "urn:apcore:a2a:push-signing:v1"
@@ -135,6 +146,8 @@ class PushKit:
 
     async def start(self) -> None:
         """Load or create the signing key, create tables, start the sender."""
+        from apcore_a2a.push.signing import SigningKey, stored_key
+
         key, engine = self.signing_key, self._engine
         if engine is not None:
             await create_tables(engine)
@@ -191,6 +204,8 @@ def build_push(
         max_deliveries=settings.push_max_deliveries,
     )
     store.changed = sender.forget
+    from apcore_a2a.push.signing import SigningKey  # PyJWT, cryptography: with push only
+
     key = settings.push_signing_key
     return PushKit(
         sender=sender,
@@ -213,6 +228,8 @@ def card_extensions(settings: Settings) -> list[AgentExtension]:
     is)."""
     if not settings.push_notifications:
         return []
+    from apcore_a2a.push.signing import SigningKey
+
     key = settings.push_signing_key
     algorithm = SigningKey.from_pem(key).algorithm if key else "ES256"
     description = (

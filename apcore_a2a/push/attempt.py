@@ -11,6 +11,7 @@ import contextlib
 import logging
 import uuid
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import httpx
 from a2a.types import TaskPushNotificationConfig
@@ -19,7 +20,9 @@ from apcore_a2a._proxies import ProxyUnusable
 from apcore_a2a.adapters.errors import one_line
 from apcore_a2a.push.aimed import Webhooks
 from apcore_a2a.push.policy import PushUrlPolicy
-from apcore_a2a.push.signing import SigningKey
+
+if TYPE_CHECKING:
+    from apcore_a2a.push.signing import SigningKey
 
 logger = logging.getLogger("apcore_a2a.push")
 

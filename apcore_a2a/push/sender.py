@@ -21,6 +21,7 @@ import logging
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from a2a.server.agent_execution.active_task import TERMINAL_TASK_STATES as _FINAL
 from a2a.server.tasks.push_notification_sender import PushNotificationEvent, PushNotificationSender
@@ -33,8 +34,10 @@ from apcore_a2a.push.attempt import Delivery, GiveUp, config_headers, try_once
 from apcore_a2a.push.bodies import V0_3, body_v03, body_v10
 from apcore_a2a.push.configs import PushConfigStore
 from apcore_a2a.push.policy import PushUrlPolicy
-from apcore_a2a.push.signing import SigningKey
 from apcore_a2a.push.status import Aim
+
+if TYPE_CHECKING:
+    from apcore_a2a.push.signing import SigningKey
 
 logger = logging.getLogger("apcore_a2a.push")
 

@@ -23,7 +23,6 @@ from apcore_a2a._settings_refusals import check_named
 from apcore_a2a.adapters.agent_card import AgentCardBuilder, Binding
 from apcore_a2a.auth import (
     Authenticator,
-    WeakKeyError,
     acl_card_document,
     authenticator_from_settings,
     extended_card_modifier,
@@ -32,12 +31,11 @@ from apcore_a2a.auth import (
     security_middleware,
 )
 from apcore_a2a.classify import JWKS_PATH, hidden_routes, layered
-from apcore_a2a.errors import MissingExtraError
+from apcore_a2a.errors import MissingExtraError, WeakKeyError
 from apcore_a2a.execution.catalog import SkillCatalog
 from apcore_a2a.execution.executor import ApCoreAgentExecutor
 from apcore_a2a.execution.governance import check_served, resolve_executor
 from apcore_a2a.execution.routing import ApCoreRequestContextBuilder
-from apcore_a2a.keys import CardSigner, card_signer_from_settings
 from apcore_a2a.ops.operations import Operations
 from apcore_a2a.ops.stream_ends import StreamEnds
 from apcore_a2a.push import build_push, jwks_route
@@ -176,10 +174,11 @@ class A2AServerFactory:
         if s.default_skill and catalog.get(s.default_skill) is None:
             raise ValueError(f"default_skill {s.default_skill!r} is not a served skill")
 
-        try:
+        signer = None
+        if s.card_signing or s.card_signing_key:  # else PyJWT and cryptography stay unloaded
+            from apcore_a2a.keys import card_signer_from_settings
+
             signer = card_signer_from_settings(s)
-        except ValueError as exc:
-            raise SettingsError(str(exc)) from None
         store = self.task_store_object
         stores = open_stores(s.task_store if store is None else store, s)
         ops = Operations(s)
@@ -371,7 +370,7 @@ def _optional_features(
     state: ServerState,
     authenticator: Any,
     push: Any,
-    signer: CardSigner | None,
+    signer: Any,
     context_builder: ApCoreCallContextBuilder,
     drops: StreamDrops | None,
 ) -> list[Feature]:

@@ -1,6 +1,7 @@
 """An agent imports only the machinery its configuration chose: start-up CPU is mostly
 imports (``docs/operations.md``, *Start-up*), so the SQL dialects and their drivers are
-loaded by a SQL store, not by an agent on the default memory store.
+loaded by a SQL store, and PyJWT and cryptography by JWT auth, card or push signing, not by
+an agent on the default settings.
 
 The subject is what a fresh interpreter imports, so each check runs ``python -c`` itself
 (not forked from the tests' zygote, which has imported everything already)."""
@@ -18,6 +19,8 @@ from tests._support import ROOT
 #: what only a SQL store needs: the dialects' modules and their drivers (sqlalchemy's core
 #: comes with a2a-sdk's own package inits and is not ours to defer)
 SQL_ONLY = ["sqlalchemy.dialects.postgresql", "sqlalchemy.dialects.sqlite", "aiosqlite", "asyncpg"]
+#: what only JWT auth, signed cards and signed push deliveries need
+SIGNING_ONLY = ["jwt", "cryptography"]
 
 SCRIPT = textwrap.dedent(
     """
@@ -52,6 +55,7 @@ SCRIPT = textwrap.dedent(
             "after_run": sorted(m for m in WATCHED if m in sys.modules),
             "state": read["status"]["state"],
             "sum": read["artifacts"][0]["parts"][0]["data"]["sum"],
+            "signed": bool(card.get("signatures")),
         }}))
 
     asyncio.run(main())
@@ -63,7 +67,9 @@ def _serve_once(settings: dict[str, object]) -> dict[str, object]:
     """Build the example agent with *settings* in a fresh interpreter, read its card, run
     ``math.add`` and read the task back: what it imported after the card and after the run."""
     code = SCRIPT.format(
-        watched=SQL_ONLY, extensions=str(ROOT / "examples" / "extensions"), settings=settings
+        watched=SQL_ONLY + SIGNING_ONLY,
+        extensions=str(ROOT / "examples" / "extensions"),
+        settings=settings,
     )
     result = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=ROOT
@@ -73,12 +79,12 @@ def _serve_once(settings: dict[str, object]) -> dict[str, object]:
     return answer
 
 
-def test_memory_store_agent_imports_no_sql_dialect() -> None:
+def test_default_agent_imports_no_sql_dialect_nor_jwt() -> None:
     seen = _serve_once({})
     assert "math.add" in seen["skills"]  # type: ignore[operator]
     assert (seen["state"], seen["sum"]) == ("TASK_STATE_COMPLETED", 42)
-    assert seen["after_card"] == [], "imported at start-up for a memory store"
-    assert seen["after_run"] == [], "imported by a run on a memory store"
+    assert seen["after_card"] == [], "imported at start-up by default"
+    assert seen["after_run"] == [], "imported by a run by default"
 
 
 def test_sqlite_store_agent_still_loads_its_dialect_and_serves(tmp_path: Path) -> None:
@@ -87,3 +93,10 @@ def test_sqlite_store_agent_still_loads_its_dialect_and_serves(tmp_path: Path) -
     assert (seen["state"], seen["sum"]) == ("TASK_STATE_COMPLETED", 42)
     assert {"sqlalchemy.dialects.sqlite", "aiosqlite"} <= set(seen["after_run"])  # type: ignore[arg-type]
     assert db.stat().st_size > 0
+
+
+def test_signing_agent_still_loads_pyjwt_and_signs_its_card() -> None:
+    seen = _serve_once({"card_signing": True, "push_notifications": True})
+    assert (seen["state"], seen["sum"]) == ("TASK_STATE_COMPLETED", 42)
+    assert set(SIGNING_ONLY) <= set(seen["after_card"])  # type: ignore[arg-type]
+    assert seen["signed"] is True
