@@ -16,10 +16,10 @@ for a client that left.
 
 ``serve()``'s server wraps its app in one and ends the streams after its drain
 (``ops/graceful_server.py``). An app of ``async_serve()`` has one as its outermost layer
-(*hosted*): while a stream is open it watches for the host's uvicorn to begin its stop
-(``upstream/host_stops.py``), then runs the same drain and ends the streams after it, as
-``serve()`` does; the lifespan's shutdown, once the connections have closed, finds that
-drain done.
+(*hosted*): while a stream is open it watches for the uvicorn server that runs it to
+begin its stop (``upstream/host_stops.py``), then runs the same drain and ends the
+streams after it, as ``serve()`` does; the lifespan's shutdown, once the connections have
+closed, finds that drain done.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from apcore_a2a.classify import request_info
 from apcore_a2a.ops.shutdown import drain, last_events
-from apcore_a2a.upstream.host_stops import host_stopping
+from apcore_a2a.upstream.host_stops import host_stopping, serving_server
 
 if TYPE_CHECKING:
     from apcore_a2a.ops.operations import ServerView
@@ -138,7 +138,7 @@ class StreamEnds:
                 if self._ending is not None:  # began as the drain ended
                     self._end(stream, self._ending)
                 elif self.hosted is not None and self._watch is None:
-                    self._watch = asyncio.ensure_future(self._host_stop(self.hosted))
+                    self._watch = asyncio.ensure_future(self._host_stop(self.hosted, scope))
 
         try:
             await self.app(scope, receive, watched)
@@ -157,12 +157,13 @@ class StreamEnds:
         for stream in list(self._open):
             self._end(stream, self._ending)
 
-    async def _host_stop(self, state: ServerView) -> None:
+    async def _host_stop(self, state: ServerView, scope: Scope) -> None:
         """While a stream is open: once the host's server begins to stop, drain as
         ``serve()`` does, then end the streams (idle, nothing watches)."""
         try:
+            server = serving_server(scope)
             while self._open and self._ending is None:
-                if host_stopping():
+                if host_stopping(server):
                     await drain(state, state.ops.settings.shutdown_timeout)
                     self.end(last_events(state))
                     return

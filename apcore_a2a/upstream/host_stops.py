@@ -4,21 +4,61 @@ uvicorn tells an app nothing of a stop until its open connections have closed: o
 does the lifespan get its shutdown. An SSE stream is such a connection, so the drain the
 lifespan runs came after the streams, which sse-starlette ended on its own clock
 (``shutdown_grace_period`` after the signal), before their task's last event. uvicorn
-has no public hook for "the stop has begun"; sse-starlette finds the server the same way
-(its ``_get_uvicorn_server``): the SIGTERM handler uvicorn installs is the bound
-``handle_exit`` of the serving ``uvicorn.Server``, whose public ``should_exit`` it sets.
-A server with no signal handlers (run in a thread, or not uvicorn) is not seen, by
-sse-starlette either: its stop then ends the streams itself, by its own bound.
+has no public hook for "the stop has begun", and gives the app no handle on its server.
+
+:func:`serving_server` finds the ``uvicorn.Server`` whose ``serve()`` runs in the
+request's own event loop (the coroutine frames of the loop's tasks): under ``uvicorn.run``,
+a gunicorn worker, or a server run in a thread without signal handlers, stopped by a
+signal, its ``handle_exit`` or its public ``should_exit`` alike. With two servers in one
+loop, the one listening on the request's port. Failing that (uvicorn's ``serve`` laid
+out otherwise), the server whose bound ``handle_exit`` took SIGTERM, as sse-starlette
+finds it (its ``_get_uvicorn_server``). Not uvicorn (hypercorn): nothing is found, and
+that server's own bound ends the streams.
 """
 
 from __future__ import annotations
 
+import asyncio
 import signal
+from collections.abc import Iterator
 
 import uvicorn
+from starlette.types import Scope
 
 
-def host_stopping() -> bool:
-    """Whether the uvicorn server that took this process's SIGTERM has begun to stop."""
-    server = getattr(signal.getsignal(signal.SIGTERM), "__self__", None)
-    return isinstance(server, uvicorn.Server) and bool(server.should_exit)
+def serving_server(scope: Scope) -> uvicorn.Server | None:
+    """The uvicorn server that serves *scope*'s request (call it in the request's loop)."""
+    found = list(dict.fromkeys(_in_loop()))
+    if len(found) > 1:
+        port = (scope.get("server") or (None, None))[1]
+        found = [server for server in found if port in _ports(server)]
+    if len(found) == 1:
+        return found[0]
+    owner = getattr(signal.getsignal(signal.SIGTERM), "__self__", None)
+    return owner if isinstance(owner, uvicorn.Server) else None
+
+
+def _in_loop() -> Iterator[uvicorn.Server]:
+    for task in asyncio.all_tasks():
+        coro: object = task.get_coro()
+        while coro is not None:  # serve() awaited by its caller's coroutine (gunicorn's)
+            frame = getattr(coro, "cr_frame", None)
+            owner = frame.f_locals.get("self") if frame is not None else None
+            if isinstance(owner, uvicorn.Server):
+                yield owner
+                break
+            coro = getattr(coro, "cr_await", None)
+
+
+def _ports(server: uvicorn.Server) -> set[object]:
+    return {
+        sock.getsockname()[1]
+        for listener in server.servers
+        for sock in listener.sockets
+        if isinstance(sock.getsockname(), tuple)
+    }
+
+
+def host_stopping(server: uvicorn.Server | None) -> bool:
+    """Whether *server* (:func:`serving_server`'s) has begun to stop."""
+    return server is not None and bool(server.should_exit)
