@@ -34,7 +34,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from apcore_a2a.classify import request_info
 from apcore_a2a.ops.shutdown import drain, last_events
-from apcore_a2a.upstream.host_stops import host_stopping, serving_server
+from apcore_a2a.upstream.host_stops import HostServer, host_stopping
 
 if TYPE_CHECKING:
     from apcore_a2a.ops.operations import ServerView
@@ -115,6 +115,7 @@ class StreamEnds:
         #: the agent of an app run by another server, whose stop this layer watches for
         self.hosted = hosted
         self._watch: asyncio.Task[None] | None = None
+        self._host = HostServer()
         self._open: set[_Stream] = set()
         #: once the drain has ended: the tasks whose last event is on its way, by state
         self._ending: Mapping[str, str] | None = None
@@ -161,7 +162,7 @@ class StreamEnds:
         """While a stream is open: once the host's server begins to stop, drain as
         ``serve()`` does, then end the streams (idle, nothing watches)."""
         try:
-            server = serving_server(scope)
+            server = self._host.find(scope)
             while self._open and self._ending is None:
                 if host_stopping(server):
                     await drain(state, state.ops.settings.shutdown_timeout)

@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 import uvicorn
 
-from apcore_a2a.upstream.host_stops import host_stopping, serving_server
+from apcore_a2a.upstream.host_stops import HostServer, host_stopping, serving_server
 
 from .._support import TLS, free_port
 
@@ -25,6 +25,7 @@ class _Recorder:
 
     def __init__(self) -> None:
         self.found: dict[object, uvicorn.Server | None] = {}
+        self.host = HostServer()
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] == "lifespan":
@@ -34,6 +35,7 @@ class _Recorder:
             await send({"type": "lifespan.shutdown.complete"})
             return
         self.found[scope["server"][1]] = serving_server(scope)
+        self.found["host"] = self.host.find(scope)
         await send({"type": "http.response.start", "status": 204, "headers": []})
         await send({"type": "http.response.body", "body": b""})
 
@@ -98,3 +100,28 @@ def test_without_a_server_in_the_loop_the_one_that_took_sigterm() -> None:
         assert getattr(signal.getsignal(signal.SIGTERM), "__self__", None) is server
         assert asyncio.run(look()) is server
     assert asyncio.run(look()) is None  # its handlers gone with it
+
+
+def test_a_server_after_another_on_the_same_loop_and_port_is_found_anew() -> None:
+    # HostServer's look-up, kept per loop and port: the first server, ended, keeps its
+    # should_exit; the one serving now is found.
+    app = _Recorder()
+    port = free_port()
+    servers = _server(app, port), _server(app, port)
+    seen: list[uvicorn.Server | None] = []
+
+    async def one_then_the_other() -> None:
+        for server in servers:
+            serving = asyncio.ensure_future(server.serve())
+            while not server.started:
+                await asyncio.sleep(0.01)
+            async with httpx.AsyncClient(verify=TLS) as http:
+                assert (await http.get(f"http://127.0.0.1:{port}/")).status_code == 204
+            seen.append(app.found["host"])
+            server.should_exit = True
+            await serving
+
+    thread = threading.Thread(target=asyncio.run, args=(one_then_the_other(),))
+    thread.start()
+    thread.join(60)
+    assert seen == list(servers)
