@@ -123,3 +123,75 @@ async def test_an_app_under_a_uvicorn_in_a_thread_ends_its_stream_at_its_stop(ho
     last = events[-1]["result"]["statusUpdate"]["status"]
     assert last["state"] == "TASK_STATE_CANCELED", (events[-1], out)
     assert last["message"]["parts"][0]["text"] == SHUTDOWN_MESSAGE
+
+
+#: two uvicorn servers in one event loop, each with an agent; the program stops the
+#: second one alone (its should_exit) once a file appears, then prints "B ended"
+_TWO_SCRIPT = """
+import asyncio, json, pathlib, sys
+sys.path.insert(0, {root!r})
+import uvicorn
+from tests.ops._agent import build_registry
+from apcore_a2a import async_serve
+port_a, port_b, flag = json.loads(sys.argv[1])
+def server(port, timeout):
+    app = async_serve(build_registry(gated=True), port=port, shutdown_timeout=timeout)
+    return uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="info"))
+a, b = server(port_a, 0), server(port_b, 3)
+async def stop_b():
+    while not pathlib.Path(flag).exists():
+        await asyncio.sleep(0.05)
+    b.should_exit = True
+async def serve_b():
+    await b.serve()
+    print("B ended", flush=True)
+async def main():
+    await asyncio.gather(a.serve(), serve_b(), stop_b())
+asyncio.run(main())
+"""
+
+
+async def test_the_stop_of_another_server_in_the_loop_leaves_the_apps_stream_alone(
+    tmp_path: Any,
+) -> None:
+    # A's agent drains at once (shutdown_timeout 0); B's stop lasts 3 s. A watched the
+    # server that took SIGTERM, B (started last): its drain canceled A's task at B's stop.
+    port_a, port_b = free_port(), free_port()
+    flag, gate = tmp_path / "stop-b", tmp_path / "gate"
+    args = json.dumps([port_a, port_b, str(flag)])
+    proc = ServerProcess([sys.executable, "-c", _TWO_SCRIPT.format(root=str(ROOT)), args], cwd=ROOT)
+    on_a: list[dict[str, Any]] = []
+    on_b: list[dict[str, Any]] = []
+    try:
+        wait_http(f"http://127.0.0.1:{port_a}/health", proc=proc)
+        wait_http(f"http://127.0.0.1:{port_b}/health", proc=proc)
+        async with (
+            httpx.AsyncClient(base_url=f"http://127.0.0.1:{port_a}/", timeout=60, verify=TLS) as a,
+            httpx.AsyncClient(base_url=f"http://127.0.0.1:{port_b}/", timeout=60, verify=TLS) as b,
+        ):
+            body_a = streaming_body("ops.await_file", {"path": str(gate)})
+            streaming_a = asyncio.ensure_future(read_stream(a, body_a, on_a))
+            body_b = streaming_body("ops.sleep", {"seconds": 60})
+            streaming_b = asyncio.ensure_future(read_stream(b, body_b, on_b))
+            async with asyncio.timeout(30):
+                while not all(any("statusUpdate" in e["result"] for e in s) for s in (on_a, on_b)):
+                    await asyncio.sleep(0.02)  # both modules run
+            flag.touch()
+            await asyncio.wait_for(streaming_b, 30)  # B's stream: canceled, then its end
+            async with asyncio.timeout(30):
+                while "B ended" not in proc.output():
+                    await asyncio.sleep(0.05)
+            gate.touch()  # A's task ends by itself: A was not stopping
+            await asyncio.wait_for(streaming_a, 30)
+        proc.send_signal(signal.SIGTERM)
+        code = await asyncio.to_thread(proc.wait, 60)
+        proc.judged = True  # A's uvicorn ends by delivering the signal to itself again
+    finally:
+        stop_process(proc, timeout=30)
+    out = proc.output()
+    assert code == -signal.SIGTERM, out
+    assert "Traceback" not in out, out
+    assert on_b[-1]["result"]["statusUpdate"]["status"]["state"] == "TASK_STATE_CANCELED", out
+    last = on_a[-1]["result"]
+    state = (last.get("statusUpdate") or last.get("task") or {}).get("status", {}).get("state")
+    assert state == "TASK_STATE_COMPLETED", (on_a, out)
