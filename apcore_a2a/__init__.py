@@ -9,8 +9,9 @@ Server names are imported lazily so that ``import apcore_a2a.client`` stays ligh
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from apcore_a2a._lazy import lazy_names
 from apcore_a2a._version import __version__
 
 if TYPE_CHECKING:
@@ -72,12 +73,4 @@ _MODULES = {
 _LAZY = {name: module for module, names in _MODULES.items() for name in names}
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'apcore_a2a' has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_names(__name__, _LAZY, globals())

@@ -99,14 +99,19 @@ def serving(cmd: list[str], port: int, timeout: float = 60.0) -> Iterator[subpro
         _wait_ready(f"http://127.0.0.1:{port}{CARD_PATH}", proc, log, timeout)
         yield proc
     finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        stop(proc)
         log.unlink(missing_ok=True)
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM *proc* if it runs, and reap it (SIGKILL after 60 s)."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 @contextlib.contextmanager

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import signal
 import statistics
 import subprocess
 import sys
@@ -35,7 +34,7 @@ from pathlib import Path
 
 import httpx
 
-from benchmarks._proc import CARD_PATH, ROOT, cpu_seconds, free_port
+from benchmarks._proc import CARD_PATH, ROOT, cpu_seconds, free_port, stop
 
 Command = Callable[[int, Path], list[str]]
 #: a label, its command (given a port and a fresh database file) and the folder it starts in
@@ -113,12 +112,7 @@ def cpu_to_card(
         finally:
             if importtime is not None:
                 err.close()  # type: ignore[union-attr]
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            stop(proc)
 
 
 def imported(cmd: Command, cwd: Path, tmp: Path) -> int:

@@ -22,7 +22,7 @@ MAX_LINES = 450
 #: address finally delivers to: push's SSRF policy and the JWKS fetch), _egress (which
 #: transport a request to a checked address goes by: push deliveries, the JWKS fetch, the
 #: client), _proxies (which proxy the environment names for a URL, by httpx's rule)
-LEAVES = {"_text", "_json", "_history", "_addresses", "_egress", "_proxies"}
+LEAVES = {"_text", "_json", "_history", "_addresses", "_egress", "_proxies", "_lazy"}
 #: room -> rooms (and top-level modules) it may import; a room may always import itself.
 ALLOWED: dict[str, set[str]] = {
     "adapters": set(),

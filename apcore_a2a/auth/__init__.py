@@ -8,8 +8,9 @@ at start-up (``docs/operations.md``)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from apcore_a2a._lazy import lazy_names
 from apcore_a2a.auth.authenticator import (
     AnyAuthenticator,
     APIKeyAuthenticator,
@@ -55,15 +56,7 @@ _JWT = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _JWT.get(name)
-    if module is None:
-        raise AttributeError(f"module 'apcore_a2a.auth' has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_names(__name__, _JWT, globals())
 
 
 __all__ = [

@@ -21,6 +21,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
+from apcore_a2a._lazy import lazy_names
 from apcore_a2a.classify import JWKS_PATH, PUSH_STATUS_PATH
 from apcore_a2a.edge.call import CallRecord, record_of
 from apcore_a2a.push.attempt import SIGNATURE_HEADER
@@ -60,14 +61,9 @@ __all__ = [
 logger = logging.getLogger("apcore_a2a.push")
 
 
-def __getattr__(name: str) -> Any:
-    # SigningKey (PyJWT, cryptography) is imported once push or card signing needs it,
-    # not by an agent that uses neither (start-up cost, ``docs/operations.md``)
-    if name != "SigningKey":
-        raise AttributeError(f"module 'apcore_a2a.push' has no attribute {name!r}")
-    from apcore_a2a.push.signing import SigningKey
-
-    return SigningKey
+# SigningKey (PyJWT, cryptography) is imported once push or card signing needs it, not by
+# an agent that uses neither (start-up cost, ``docs/operations.md``)
+__getattr__ = lazy_names(__name__, {"SigningKey": "apcore_a2a.push.signing"}, globals())
 
 
 #: Card extension that tells receivers where the delivery-signing keys are published.

@@ -46,6 +46,14 @@ async def test_a_hosted_apps_stream_gets_its_canceled_event_then_ends(mounted: b
     base = f"http://127.0.0.1:{port}" + ("/agent" if mounted else "")
     args = json.dumps([port, mounted, {"shutdown_timeout": 1}])
     proc = ServerProcess([sys.executable, "-c", _SCRIPT.format(root=str(ROOT)), args], cwd=ROOT)
+    # uvicorn.run() ends by delivering the signal to itself again
+    await _stopped_mid_stream(proc, base, exit_code=-signal.SIGTERM)
+
+
+async def _stopped_mid_stream(proc: ServerProcess, base: str, exit_code: int) -> None:
+    """Follow a 60 s task's stream on the agent *proc* serves at *base*, send SIGTERM
+    once it runs: the stream gets its ``canceled`` event, then a clean end, and the
+    process exits with *exit_code*, no traceback."""
     events: list[dict[str, Any]] = []
     body = streaming_body("ops.sleep", {"seconds": 60})
     try:
@@ -58,11 +66,11 @@ async def test_a_hosted_apps_stream_gets_its_canceled_event_then_ends(mounted: b
             proc.send_signal(signal.SIGTERM)
             await asyncio.wait_for(streaming, 60)  # a clean end: no RemoteProtocolError
         code = await asyncio.to_thread(proc.wait, 60)
-        proc.judged = True  # uvicorn.run() ends by delivering the signal to itself again
+        proc.judged = True
     finally:
         stop_process(proc, timeout=30)
     out = proc.output()
-    assert code == -signal.SIGTERM, out
+    assert code == exit_code, out
     assert "Traceback" not in out, out
     last = events[-1]["result"]["statusUpdate"]["status"]
     assert last["state"] == "TASK_STATE_CANCELED", (events[-1], out)
@@ -103,26 +111,7 @@ async def test_an_app_under_a_uvicorn_in_a_thread_ends_its_stream_at_its_stop(ho
     args = json.dumps([port, how])
     script = _THREAD_SCRIPT.format(root=str(ROOT))
     proc = ServerProcess([sys.executable, "-c", script, args], cwd=ROOT)
-    events: list[dict[str, Any]] = []
-    body = streaming_body("ops.sleep", {"seconds": 60})
-    try:
-        wait_http(base + "/health", proc=proc)
-        async with httpx.AsyncClient(base_url=base + "/", timeout=60, verify=TLS) as http:
-            streaming = asyncio.ensure_future(read_stream(http, body, events))
-            async with asyncio.timeout(30):
-                while not any("statusUpdate" in event["result"] for event in events):
-                    await asyncio.sleep(0.02)  # the module runs
-            proc.send_signal(signal.SIGTERM)
-            await asyncio.wait_for(streaming, 30)  # a clean end: no RemoteProtocolError
-        code = await asyncio.to_thread(proc.wait, 60)
-    finally:
-        stop_process(proc, timeout=30)
-    out = proc.output()
-    assert code == 0, out
-    assert "Traceback" not in out, out
-    last = events[-1]["result"]["statusUpdate"]["status"]
-    assert last["state"] == "TASK_STATE_CANCELED", (events[-1], out)
-    assert last["message"]["parts"][0]["text"] == SHUTDOWN_MESSAGE
+    await _stopped_mid_stream(proc, base, exit_code=0)
 
 
 #: two uvicorn servers in one event loop, each with an agent; the program stops the
