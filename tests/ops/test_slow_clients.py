@@ -98,7 +98,11 @@ async def test_a_next_request_head_that_stops_after_an_answer_is_closed(agent: s
                 break
             writer.write(bytes([byte]))
             await writer.drain()
-        assert await closed == b""
+        try:
+            rest = await closed
+        except ConnectionResetError:
+            rest = b""  # closed as a byte of ours was on its way: the agent's kernel resets
+        assert rest == b""
     finally:
         writer.close()
 
