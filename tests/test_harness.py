@@ -105,12 +105,18 @@ def test_the_longest_files_are_handed_out_first(request: pytest.FixtureRequest) 
         assert collected[: len(FIRST)] == list(FIRST)
 
 
+def _forks_here() -> None:
+    """Skip: this run does not fork (``APCORE_A2A_TEST_NO_FORK``, a developer's switch,
+    tests/README.md), so there is no forking to check."""
+    if os.environ.get("APCORE_A2A_TEST_NO_FORK"):
+        pytest.skip("agents are not forked here (APCORE_A2A_TEST_NO_FORK)")
+
+
 def _shim_shell(script: str) -> subprocess.Popen[str]:
     """*script* in a bash of its own session whose ``apcore-a2a`` is the forking shim."""
     from tests import _zygote
 
-    if os.environ.get("APCORE_A2A_TEST_NO_FORK"):
-        pytest.skip("agents are not forked here (APCORE_A2A_TEST_NO_FORK)")
+    _forks_here()
     shim = _zygote.console_shim()
     assert shim is not None, "the forking process did not start"
     path = os.pathsep.join([str(shim), str(Path(sys.executable).parent), os.environ["PATH"]])
@@ -171,8 +177,7 @@ def test_the_console_shim_forks_after_a_test_set_a_variable_for_the_first_agent(
     test's own variable (a monkeypatch) present when it started the first agent made every
     later shell's ``apcore-a2a`` differ from it, and run the real script (2 s each); so did
     the ``PS1`` a virtualenv's activate exports, which the docs runner's bash drops."""
-    if os.environ.get("APCORE_A2A_TEST_NO_FORK"):
-        pytest.skip("agents are not forked here (APCORE_A2A_TEST_NO_FORK)")
+    _forks_here()
     port = free_port()
     script = f"""
 import os, signal, subprocess, sys
@@ -248,11 +253,6 @@ _SEES = (
     "print('to stderr', file=sys.stderr)\n"
     "sys.exit(int(sys.argv[-1]))\n"
 )
-
-
-def _forks_here() -> None:
-    if os.environ.get("APCORE_A2A_TEST_NO_FORK"):
-        pytest.skip("agents are not forked here (APCORE_A2A_TEST_NO_FORK)")
 
 
 def test_a_python_c_script_of_the_tests_runs_forked_as_python_would_run_it(

@@ -138,10 +138,17 @@ async def _answers(base: str, address: str) -> dict[str, Answer]:
         return {name: await call() for name, call in calls.items()}
 
 
-def _expected(code: int, http: int, status: str, seconds: int) -> dict[str, Answer]:
+def _expected(
+    code: int, http: int, status: str, seconds: int, *, streams: bool = False
+) -> dict[str, Answer]:
+    """The answers of :func:`_answers` (of :func:`_stream_answers` with *streams*: each
+    refused before it opens, its JSON-RPC form with the HTTP status too) on every binding."""
     expected: dict[str, Answer] = {}
     for version in ("1.0", "0.3"):
-        expected[f"jsonrpc-{version}"] = expected[f"stream-{version}"] = (code, 200, seconds)
+        if streams:
+            expected[f"jsonrpc-{version}"] = (code, http, seconds)
+        else:
+            expected[f"jsonrpc-{version}"] = expected[f"stream-{version}"] = (code, 200, seconds)
         expected[f"rest-{version}"] = (None, http, seconds)
         expected[f"grpc-{version}"] = (None, status, seconds)
     return expected
@@ -249,16 +256,8 @@ async def test_a_new_stream_meeting_a_count_is_told_to_retry_shortly() -> None:
         await db.execute(past, CALLER, 4, "kept-past-its-quota")
         async with counting(url, CALLER, QUOTA, "stream"):
             room = await _stream_answers(base, address)
-        busy = {name: (BUSY[0] if name.startswith("jsonrpc") else None, 503, 1)
-                for name in room}  # fmt: skip
-        for version in ("1.0", "0.3"):
-            busy[f"grpc-{version}"] = (None, "UNAVAILABLE", 1)
-        assert room == busy
+        assert room == _expected(*BUSY, streams=True)
         await db.execute(past, CALLER, 5, "another-past-its-quota")
         async with counting(url, CALLER, QUOTA, "stream"):
             full = await _stream_answers(base, address)
-        exceeded = {name: (FULL[0] if name.startswith("jsonrpc") else None, 429, 1)
-                    for name in full}  # fmt: skip
-        for version in ("1.0", "0.3"):
-            exceeded[f"grpc-{version}"] = (None, "RESOURCE_EXHAUSTED", 1)
-        assert full == exceeded
+        assert full == _expected(*FULL[:3], 1, streams=True)  # a stream's retry: 1 s
