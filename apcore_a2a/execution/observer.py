@@ -45,6 +45,12 @@ def state_name(state: int) -> str:
     return _STATE_NAMES.get(state) or _spelled(state)
 
 
+def task_state(state: str) -> str:
+    """``completed`` (0.3) or ``TASK_STATE_COMPLETED`` (1.0) -> ``TASK_STATE_COMPLETED``."""
+    name = state.upper().replace("-", "_")
+    return name if name.startswith("TASK_STATE_") else f"TASK_STATE_{name}"
+
+
 @dataclass(slots=True, eq=False)
 class Execution:
     """One ``execute()`` call: which task and skill, and (once it ended) how it ended.

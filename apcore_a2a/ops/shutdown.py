@@ -20,7 +20,7 @@ from a2a.types import CancelTaskRequest, Task
 from a2a.utils.errors import A2AError
 
 from apcore_a2a.edge.call import with_record
-from apcore_a2a.execution.observer import TERMINAL_STATES, state_name
+from apcore_a2a.execution.observer import TERMINAL_STATES, state_name, task_state
 from apcore_a2a.upstream.ended_runs import run_ended
 
 if TYPE_CHECKING:
@@ -102,7 +102,7 @@ def last_events(state: ServerView) -> dict[str, str]:
     A state the store did not take sends no event: its streams wait for none."""
     seen, unstored = state.ops.tracker.recorded or [], state.ops.unstored
     return {
-        e.task_id: "TASK_STATE_" + e.state.upper().replace("-", "_")
+        e.task_id: task_state(e.state)
         for e in seen
         if e.state not in _UNSETTLED and not e.reply and e.task_id not in unstored
     }

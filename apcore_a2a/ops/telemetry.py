@@ -22,7 +22,7 @@ from apcore_a2a._text import escape_controls, escape_invisible
 from apcore_a2a._version import __version__
 from apcore_a2a.classify import MESSAGE_METHODS, RequestInfo, request_info
 from apcore_a2a.errors import MissingExtraError
-from apcore_a2a.execution.observer import Execution
+from apcore_a2a.execution.observer import Execution, task_state
 from apcore_a2a.streams.tap import Answer
 
 TRACER_NAME = "apcore_a2a"
@@ -85,12 +85,6 @@ def telemetry_middleware(*, legacy_names: bool = False) -> list[Middleware]:
         meter_provider=HostFreeMeters(),
     )
     return [span] if legacy_names else [span, Middleware(A2ASpans)]
-
-
-def task_state(state: str) -> str:
-    """``completed`` (0.3) or ``TASK_STATE_COMPLETED`` (1.0) -> ``TASK_STATE_COMPLETED``."""
-    name = state.upper().replace("-", "_")
-    return name if name.startswith("TASK_STATE_") else f"TASK_STATE_{name}"
 
 
 def _get(doc: dict[str, Any], name: str) -> Any:
