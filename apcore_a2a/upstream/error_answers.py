@@ -88,28 +88,22 @@ else:
         context.set_trailing_metadata(trailing + tuple(rich.trailing_metadata))
         await context.abort(rich.code, rich.details)
 
-    async def _abort_own(context: grpc.aio.ServicerContext, error: OwnError, text: str) -> None:
-        code = getattr(grpc.StatusCode, error.wire.grpc)
-        await abort(context, code, text, error.wire.reason, error.retry_after)
-
-    class Servicer(GrpcHandler):
-        """The SDK's A2A 1.0 servicer; our own errors get their status here."""
+    class _OwnAborts:
+        """A servicer's ``abort_context``, answering our own errors with their status."""
 
         async def abort_context(self, error: A2AError, context: grpc.aio.ServicerContext) -> None:
             if isinstance(error, OwnError):
-                await _abort_own(context, error, error.message)
+                code = getattr(grpc.StatusCode, error.wire.grpc)
+                await abort(context, code, error.message, error.wire.reason, error.retry_after)
             else:
-                await super().abort_context(error, context)
+                await super().abort_context(error, context)  # type: ignore[misc]
 
-    class CompatServicer(CompatGrpcHandler):
+    class Servicer(_OwnAborts, GrpcHandler):
+        """The SDK's A2A 1.0 servicer; our own errors get their status here."""
+
+    class CompatServicer(_OwnAborts, CompatGrpcHandler):
         """The SDK's A2A 0.3 servicer, with our own errors' statuses as :class:`Servicer`.
 
         The SDK's 0.3 servicer starts its message with the A2A error type (``TaskNotFoundError:
         Task not found``), which its 0.3 client reads back into that error; ours are no A2A
         types, so their message is theirs alone, as on 1.0 (the reason names them)."""
-
-        async def abort_context(self, error: A2AError, context: grpc.aio.ServicerContext) -> None:
-            if isinstance(error, OwnError):
-                await _abort_own(context, error, error.message)
-            else:
-                await super().abort_context(error, context)

@@ -48,21 +48,29 @@ def name_error(field: str, value: str, form: tuple[re.Pattern[str], str]) -> str
     return f"{field} must be {form[1]}{given}"
 
 
+def _checked(method: str, field: str, form: tuple[re.Pattern[str], str]) -> Any:
+    """The 0.3 servicer's unary *method*, refusing a request whose *field* has not the *form*."""
+
+    async def checked(self: Grpc03Names, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        await self._named(context, name_error(field, getattr(request, field), form))
+        return await getattr(super(Grpc03Names, self), method)(request, context)
+
+    checked.__name__ = checked.__qualname__ = method
+    return checked
+
+
 class Grpc03Names(CompatGrpcHandler):
     """The 0.3 servicer, refusing a malformed resource name with a complete message."""
 
-    async def _named(self, context: grpc.aio.ServicerContext, *problem: str | None) -> None:
-        for message in problem:
-            if message is not None:
-                await self.abort_context(InvalidParamsError(message=message), context)
+    async def _named(self, context: grpc.aio.ServicerContext, problem: str | None) -> None:
+        if problem is not None:
+            await self.abort_context(InvalidParamsError(message=problem), context)
 
-    async def GetTask(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
-        await self._named(context, name_error("name", request.name, TASK))
-        return await super().GetTask(request, context)
-
-    async def CancelTask(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
-        await self._named(context, name_error("name", request.name, TASK))
-        return await super().CancelTask(request, context)
+    GetTask = _checked("GetTask", "name", TASK)
+    CancelTask = _checked("CancelTask", "name", TASK)
+    CreateTaskPushNotificationConfig = _checked("CreateTaskPushNotificationConfig", "parent", TASK)
+    ListTaskPushNotificationConfig = _checked("ListTaskPushNotificationConfig", "parent", TASK)
+    DeleteTaskPushNotificationConfig = _checked("DeleteTaskPushNotificationConfig", "name", CONFIG)
 
     async def TaskSubscription(
         self, request: Any, context: grpc.aio.ServicerContext
@@ -70,12 +78,6 @@ class Grpc03Names(CompatGrpcHandler):
         await self._named(context, name_error("name", request.name, TASK))
         async for event in super().TaskSubscription(request, context):
             yield event
-
-    async def CreateTaskPushNotificationConfig(
-        self, request: Any, context: grpc.aio.ServicerContext
-    ) -> Any:
-        await self._named(context, name_error("parent", request.parent, TASK))
-        return await super().CreateTaskPushNotificationConfig(request, context)
 
     async def GetTaskPushNotificationConfig(
         self, request: Any, context: grpc.aio.ServicerContext
@@ -85,15 +87,3 @@ class Grpc03Names(CompatGrpcHandler):
             request = type(request)(name=request.name + by_task[1])
         await self._named(context, name_error("name", request.name, CONFIG))
         return await super().GetTaskPushNotificationConfig(request, context)
-
-    async def ListTaskPushNotificationConfig(
-        self, request: Any, context: grpc.aio.ServicerContext
-    ) -> Any:
-        await self._named(context, name_error("parent", request.parent, TASK))
-        return await super().ListTaskPushNotificationConfig(request, context)
-
-    async def DeleteTaskPushNotificationConfig(
-        self, request: Any, context: grpc.aio.ServicerContext
-    ) -> Any:
-        await self._named(context, name_error("name", request.name, CONFIG))
-        return await super().DeleteTaskPushNotificationConfig(request, context)
