@@ -17,6 +17,7 @@ ever, and ``asyncio.run`` with it: the agent's stop was forced after
 from __future__ import annotations
 
 import asyncio
+import functools
 import sqlite3
 import time
 import weakref
@@ -42,12 +43,7 @@ class StopOnce(aiosqlite.Connection):
 def connect_once(database: str, *, iter_chunk_size: int = 64, **kwargs: Any) -> StopOnce:
     """:func:`aiosqlite.connect` (a *database* path as SQLAlchemy gives it), as a
     :class:`StopOnce`."""
-
-    def connector() -> sqlite3.Connection:
-        connection: sqlite3.Connection = sqlite3.connect(database, **kwargs)
-        return connection
-
-    return StopOnce(connector, iter_chunk_size)
+    return StopOnce(functools.partial(sqlite3.connect, database, **kwargs), iter_chunk_size)
 
 
 #: A statement in SQLite's busy handler ends within its busy timeout (15 s).
