@@ -34,6 +34,9 @@ SHUTDOWN_MESSAGE = "Canceled: the server is shutting down"
 #: Shortest wait for the final state of a finished task to reach the store (the drain
 #: waits until the end of the grace period, and this long for tasks canceled then).
 _SETTLE_SECONDS = 2.0
+#: Seconds the gRPC calls get, once the drain has ended, to send their last message
+#: (their task's last event, ``NOT_SERVING``), as the HTTP connections (``_runner.py``).
+_LAST_WRITES = 3.0
 #: states an execution can be left in without a final event to wait for
 _UNSETTLED = frozenset({"submitted", "working"})
 
@@ -87,8 +90,10 @@ async def _drain(state: ServerView, grace: float) -> None:
         await _wait(state, saves, deadline)
     finally:  # also when a second Ctrl-C cancels the drain
         stop_listening()
-    if grpc_server is not None:  # its streams no task's end reaches end now, status OK
-        grpc_server.ends.end(last_events(state))
+    if grpc_server is not None:  # its streams no task's end reaches end now, status OK;
+        grpc_server.ends.end(last_events(state))  # a call still open then is cut (RST_STREAM)
+        with contextlib.suppress(Exception):  # (a Watch or stream whose client reads nothing)
+            await grpc_server.stop(_LAST_WRITES)
     if stopping is not None:
         with contextlib.suppress(Exception):
             await stopping

@@ -83,11 +83,8 @@ SERVICE_V1: str = a2a_pb2.DESCRIPTOR.services_by_name["A2AService"].full_name
 SERVICE_V0_3: str = a2a_v0_3_pb2.DESCRIPTOR.services_by_name["A2AService"].full_name
 
 #: 0.3 gRPC method names that differ from their 1.0 name.
-_V03_NAMES = {
-    "TaskSubscription": "SubscribeToTask",
-    "GetAgentCard": "GetExtendedAgentCard",
-    "ListTaskPushNotificationConfig": "ListTaskPushNotificationConfigs",
-}
+_V03_NAMES = {"TaskSubscription": "SubscribeToTask", "GetAgentCard": "GetExtendedAgentCard"}
+_V03_NAMES["ListTaskPushNotificationConfig"] = "ListTaskPushNotificationConfigs"
 
 _Abort = Callable[[A2AError, grpc.aio.ServicerContext], Awaitable[None]]
 
@@ -179,11 +176,10 @@ class _A2AInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         continuation: Callable[[Any], Awaitable[grpc.RpcMethodHandler | None]],
         details: grpc.HandlerCallDetails,
     ) -> grpc.RpcMethodHandler | None:
-        handler = await continuation(details)
+        if (handler := await continuation(details)) is None:
+            return None
         method: str = details.method
         abort = self._aborts.get(method.split("/")[1] if method.count("/") == 2 else "")
-        if handler is None:
-            return handler
         if abort is None:  # health, reflection: no credentials, but a stream takes a slot
             service = other_service(handler, self._streams, self._keys, self._ends)
             return self._requests.timed(service)
@@ -360,6 +356,7 @@ class GrpcServer:
         self.address = grpc_address(settings)
         self._tls = _read_tls(settings.grpc_tls_cert, settings.grpc_tls_key)
         self._server: grpc.aio.Server | None = None
+        self._stopping: grpc.aio.Server | None = None  # once stop() has begun
         self.ends = CallEnds()  #: the A2A streams open, which the stop's drain ends
 
     @property
@@ -437,11 +434,14 @@ class GrpcServer:
 
     async def stop(self, grace: float | None = None) -> None:
         """Stop accepting calls, let running ones finish for *grace* seconds (by default
-        ``settings.shutdown_timeout``), then cancel."""
+        ``settings.shutdown_timeout``), then cancel. Called again during that stop, cancel
+        them *grace* seconds from now if that is sooner (grpc's own rule)."""
         server, self._server = self._server, None
         if server is None:
+            if self._stopping is not None:
+                await self._stopping.stop(grace)
             return
-        health, self._health = self._health, None
+        self._stopping, (health, self._health) = server, (self._health, None)
         if health is not None:
             await health.going()
         try:

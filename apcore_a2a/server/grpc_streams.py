@@ -195,16 +195,19 @@ def written(
     every layer below closes in order inside the call."""
 
     async def write(request: Any, context: grpc.aio.ServicerContext) -> None:
-        task = asyncio.current_task()
+        task, writing = asyncio.current_task(), False
         try:
             with ends.held() if ends is not None else contextlib.nullcontext():
                 async with contextlib.aclosing(generate(request, context)) as items:
                     async for item in items:
+                        writing = True
                         await context.write(item)
+                        writing = False
                         if ends is not None and task is not None and ends.wrote(task):
                             return  # its task's last event has gone: the stop ends it
-        except asyncio.CancelledError:
-            if ends is None or task is None or not ends.took(task):
+        except asyncio.CancelledError:  # ended in a write its client does not take: no
+            # status can follow that write (grpc's stop cuts the call, ops/shutdown.py)
+            if ends is None or task is None or not ends.took(task) or writing:
                 raise
             task.uncancel()  # ended by the stop: the call ends as a stream that ran out
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import struct
+import subprocess
 from typing import Any
 
 import pytest
@@ -13,9 +15,13 @@ from a2a.types import SubscribeToTaskRequest, TaskState
 
 from apcore_a2a.ops.shutdown import SHUTDOWN_MESSAGE
 
+from .._h2raw import DATA, PREFACE, SETTINGS, Peer, frame, message
 from .._sdk import make_client, request
 from .._support import free_port
 from ._proc import serve_process
+
+#: How long a test waits for the server to act: a hang guard only.
+GUARD = 60.0
 
 
 async def _read(stream: Any, events: list[Any], first: asyncio.Event) -> None:
@@ -119,3 +125,53 @@ async def test_health_watch_and_reflection_streams_end_after_the_drain() -> None
     assert statuses == [serving.SERVING, serving.NOT_SERVING], statuses
     assert watch_code == grpc.StatusCode.OK, (watch_code, watch_details)
     assert info_code == grpc.StatusCode.OK, (info_code, info_details)
+
+
+@pytest.mark.parametrize("call", ["watch", "reflection", "a2a"])
+async def test_a_stream_whose_client_does_not_read_holds_no_stop(call: str) -> None:
+    """A client that opened ``Health.Watch``, a reflection stream or an A2A stream (of a
+    task that parks in ``input-required``) and reads nothing (its HTTP/2 window is 0: no
+    byte of an answer can go): the stop's last write to it cannot go either. grpc's stop
+    waited for the call until its grace ran out (``shutdown_timeout`` + 5 s, here 10
+    minutes); it is now cut soon after the drain has ended, and the process exits 0 with
+    no traceback (the guard below only ends a wait)."""
+    from grpc_reflection.v1alpha import reflection_pb2
+
+    port = free_port()
+    path, body, ends = {
+        "watch": ("/grpc.health.v1.Health/Watch", b"", True),
+        "reflection": (
+            "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo",
+            reflection_pb2.ServerReflectionRequest(list_services="").SerializeToString(),
+            False,
+        ),
+        "a2a": (
+            "/lf.a2a.v1.A2AService/SendStreamingMessage",
+            request("ops.talk", {"text": "hi"}).SerializeToString(),
+            True,
+        ),
+    }[call]
+    with serve_process(grpc_port=port, shutdown_timeout=600, grpc_reflection=True) as (_, proc):
+        peer = await Peer.open("127.0.0.1", port)
+        try:  # SETTINGS_INITIAL_WINDOW_SIZE 0: the server may send no DATA on a stream
+            peer.send(PREFACE + frame(SETTINGS, 0, 0, struct.pack(">HI", 0x4, 0)))
+            peer.talking = True
+            peer.start_call(1, f"127.0.0.1:{port}", path)
+            if ends:
+                peer.finish_call(1, message(body))
+            else:
+                peer.send(frame(DATA, 0, 1, message(body)))
+            async with asyncio.timeout(GUARD):  # the call has begun (its answer's headers)
+                while 1 not in peer.seen.headers:
+                    await asyncio.sleep(0.02)
+            proc.send_signal(signal.SIGTERM)
+            try:
+                code = await asyncio.to_thread(proc.wait, GUARD)
+            except subprocess.TimeoutExpired:
+                proc.kill()  # held by the call: serve_process fails the test with its output
+                raise
+        finally:
+            await peer.close()
+        out = proc.output()
+    assert code == 0, out
+    assert "Traceback" not in out, out
