@@ -15,6 +15,11 @@ limit (``max_connections`` less the reserved ones, the role's and the database's
 ``CONNECTION LIMIT``). When it has not, after waiting up to :data:`CONNECTION_WAIT_S` for
 other test processes to release theirs, or is not reachable at all, the test is skipped
 with the reason, except under ``CI`` where it must run and so fails with it.
+
+Those waits sleep. A coroutine takes the context managers with ``async with`` (and calls
+``await asyncio.to_thread(require_postgres, ...)``): the waits and statements then run in a
+thread, and the test's loop, with the in-process agents on it (their heartbeats, leases),
+runs on meanwhile. ``with`` is for code no event loop runs.
 """
 
 from __future__ import annotations
@@ -22,14 +27,15 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import functools
 import os
 import socket
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, Generic, NoReturn, ParamSpec, TypeVar
 
 import pytest
 from sqlalchemy.engine import make_url
@@ -60,6 +66,41 @@ PER_AGENT = POOL_SIZE + 3
 # Free connections under each limit: the agent's own start check's query (what limits
 # it, its value, open now), so the tests count as the agent does.
 _FREE = CONNECTION_LIMITS
+
+
+_P = ParamSpec("_P")
+_T = TypeVar("_T")
+
+
+class _Held(Generic[_T]):
+    """A context manager whose waits block its thread: ``with`` runs them there, ``async
+    with`` in a worker thread, so the calling loop runs on (the module docstring)."""
+
+    def __init__(self, held: contextlib.AbstractContextManager[_T]) -> None:
+        self._held = held
+
+    def __enter__(self) -> _T:
+        return self._held.__enter__()
+
+    def __exit__(self, *exc: Any) -> bool | None:
+        return self._held.__exit__(*exc)
+
+    async def __aenter__(self) -> _T:
+        return await asyncio.to_thread(self._held.__enter__)
+
+    async def __aexit__(self, *exc: Any) -> bool | None:
+        return await asyncio.to_thread(self._held.__exit__, *exc)
+
+
+def _held(make: Callable[_P, Iterator[_T]]) -> Callable[_P, _Held[_T]]:
+    """:func:`contextlib.contextmanager`, its result also an async context manager."""
+    entered = contextlib.contextmanager(make)
+
+    @functools.wraps(make)
+    def held(*args: _P.args, **kwargs: _P.kwargs) -> _Held[_T]:
+        return _Held(entered(*args, **kwargs))
+
+    return held
 
 
 def _where() -> str:
@@ -171,7 +212,7 @@ def token_budget() -> int:
     return _budget[0]
 
 
-@contextlib.contextmanager
+@_held
 def tokens(need: int, deadline: float, why: str = "") -> Iterator[None]:
     """Hold *need* of the :func:`token_budget` connections for the block, waiting until
     *deadline* (``time.monotonic()``) for other test processes to release theirs.
@@ -225,7 +266,7 @@ def _url(database: str, pool_size: int | None, schema: str | None = None) -> str
     return f"{base}?{'&'.join(query)}" if query else base
 
 
-@contextlib.contextmanager
+@_held
 def pg_schema_url(agents: int = 1, pool_size: int | None = POOL_SIZE) -> Iterator[str]:
     """A fresh schema in the test database for *agents* agent processes at once, dropped
     on exit; yields its URL (with ``?pool_size=`` *pool_size*, none when ``None``). The
@@ -239,7 +280,7 @@ def pg_schema_url(agents: int = 1, pool_size: int | None = POOL_SIZE) -> Iterato
             pg_execute(f"DROP SCHEMA {schema} CASCADE")
 
 
-@contextlib.contextmanager
+@_held
 def pg_database_url(agents: int = 1, pool_size: int | None = POOL_SIZE) -> Iterator[str]:
     """A fresh database of its own (its transaction counters count only its clients) for
     *agents* agent processes at once, dropped on exit; yields its URL. The connections are
@@ -253,7 +294,7 @@ def pg_database_url(agents: int = 1, pool_size: int | None = POOL_SIZE) -> Itera
             pg_execute(f"DROP DATABASE {name} WITH (FORCE)")
 
 
-@contextlib.contextmanager
+@_held
 def store_url(kind: str, folder: Path, agents: int = 1) -> Iterator[str]:
     """A SQL task store URL for *agents* agent processes at once: *kind* ``"sqlite"`` a
     database file in *folder*, ``"postgresql"`` a fresh schema (:func:`pg_schema_url`)."""

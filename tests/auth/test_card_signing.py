@@ -319,7 +319,7 @@ async def test_generated_key_is_shared_by_postgres_replicas_and_sealed_at_rest()
     from cryptography.fernet import Fernet
 
     secret = Fernet.generate_key().decode()
-    with pg_schema_url() as url:
+    async with pg_schema_url() as url:
         settings = {"card_signing": True, "task_store": url, "push_encryption_key": secret}
         first = await served_kid(build(**settings))
         assert await served_kid(build(**settings)) == first
@@ -360,7 +360,7 @@ async def test_replicas_starting_together_on_a_new_database_share_one_key() -> N
     from apcore_a2a.keys import CardSigner
     from apcore_a2a.storage._urls import create_engine, parse_store_url
 
-    with pg_schema_url(agents=4) as url:
+    async with pg_schema_url(agents=4) as url:
         engines = [create_engine(parse_store_url(url)) for _ in range(4)]
         signers = [CardSigner(agent_url="http://agent.example") for _ in engines]
         try:

@@ -44,7 +44,7 @@ async def test_an_unreachable_store_is_not_named_to_operators() -> None:
     proxy = TcpProxy(PG_HOST, PG_PORT)
     await proxy.start()
     try:
-        with pg_schema_url() as pg_url:
+        async with pg_schema_url() as pg_url:
             store = pg_url.replace(
                 f"postgresql://{PG_USER}@{PG_HOST}:{PG_PORT}",
                 f"postgresql://{PG_USER}:{PG_PASSWORD}@127.0.0.1:{proxy.port}",

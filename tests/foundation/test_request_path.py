@@ -103,7 +103,7 @@ async def test_a_task_store_object_is_used_even_while_empty(store: Any) -> None:
 
 
 async def test_anonymous_health_names_no_database_while_it_is_down() -> None:
-    with pg_schema_url() as url:
+    async with pg_schema_url() as url:
         proxy = TcpProxy(PG_HOST, PG_PORT)
         await proxy.start()
         proxied = url.replace(f"{PG_HOST}:{PG_PORT}", f"127.0.0.1:{proxy.port}")

@@ -170,7 +170,7 @@ async def test_a_follow_up_whose_client_hung_up_before_it_was_delivered_leaves_t
 
     registry = Registry()
     registry.register(PAY, _Counted())
-    with pg_schema_url() as url:
+    async with pg_schema_url() as url:
         schema = url.rsplit("schema=", 1)[1]
         app, _ = A2AServerFactory(
             registry,

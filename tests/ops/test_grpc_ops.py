@@ -37,7 +37,7 @@ async def test_grpc_health_follows_the_task_store() -> None:
     await proxy.start()
     grpc_port = free_port()
     try:
-        with pg_schema_url() as pg_url:
+        async with pg_schema_url() as pg_url:
             url = pg_url.replace(f"{PG_HOST}:{PG_PORT}", f"127.0.0.1:{proxy.port}")
             async with served(task_store=url, grpc_port=grpc_port) as (http, _app):
                 address = f"127.0.0.1:{grpc_port}"

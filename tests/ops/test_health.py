@@ -117,7 +117,7 @@ async def test_a_held_up_event_loop_does_not_make_a_healthy_store_look_sick() ->
 
 
 async def test_postgres_that_hangs_or_is_gone_makes_health_503_at_once() -> None:
-    with pg_schema_url() as url:
+    async with pg_schema_url() as url:
         proxy = TcpProxy(PG_HOST, PG_PORT)
         await proxy.start()
         proxied = url.replace(f"{PG_HOST}:{PG_PORT}", f"127.0.0.1:{proxy.port}")

@@ -96,7 +96,7 @@ async def test_two_quick_ctrl_c_to_the_workers_close_their_stores(
 
 
 async def test_two_quick_ctrl_c_deregister_a_postgresql_replica() -> None:
-    with pg_schema_url() as url:
+    async with pg_schema_url() as url:
         schema = parse_qs(urlsplit(url).query)["schema"][0]
         args = ["--extensions-dir", EXTENSIONS, "--task-store", url, "--cluster"]
         with cli_server(args) as (_url, proc):

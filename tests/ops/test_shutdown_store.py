@@ -102,7 +102,7 @@ async def test_a_store_gone_unreachable_ends_the_stop_naming_the_task(tmp_path: 
     await proxy.start()
     gate = tmp_path / "release"
     try:
-        with pg_schema_url() as direct:
+        async with pg_schema_url() as direct:
             store = direct.replace(f"{PG_HOST}:{PG_PORT}", f"127.0.0.1:{proxy.port}")
             async with stopping(store, gate, 1, shutdown_timeout=120) as (proc, [task_id]):
                 await proxy.stop()

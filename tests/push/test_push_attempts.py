@@ -39,7 +39,7 @@ async def book(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[
     if request.param == "memory":
         yield ConfigStatusBook()
         return
-    with store_url(request.param, tmp_path) as url:
+    async with store_url(request.param, tmp_path) as url:
         engine = create_engine(parse_store_url(url))
         try:
             await create_tables(engine)

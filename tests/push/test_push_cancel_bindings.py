@@ -109,7 +109,7 @@ async def test_a_cancel_of_a_task_another_replica_runs_is_pushed_once(
 ) -> None:
     """Replica B writes the cancel of A's task and pushes it; A's run ends without a push."""
     grpc_port = free_port()
-    with store_url("sqlite", tmp_path, agents=2) as url:
+    async with store_url("sqlite", tmp_path, agents=2) as url:
         a = push_app(task_store=url, cluster=True)
         b = push_app(task_store=url, cluster=True, grpc_port=grpc_port)
         async with (

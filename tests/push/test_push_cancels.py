@@ -128,7 +128,7 @@ async def test_a_cancel_racing_the_result_keeps_the_stored_result() -> None:
     ``completed`` status, and the canceled task keeps the artifact. Before, the cancel
     wrote back the task as it had read it: the stored task lost the artifact its webhook
     and its event log had."""
-    with pg_schema_url(agents=2) as url:
+    async with pg_schema_url(agents=2) as url:
         table = f"{url.rsplit('schema=', 1)[1]}.task_versions"
         # The first writer waiting for a row holds its tuple lock, the next waits for it.
         queued = (

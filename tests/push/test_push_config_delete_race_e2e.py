@@ -261,7 +261,7 @@ async def test_a_config_whose_delete_died_at_its_settle_leaves_no_slot_taken() -
     (the test holds the turn row), the row deleted, when A is killed. Before, the slot
     stayed taken for the task's life (a settled slot names no replica, so none reclaims
     it): B refused every other config of the task as over the cap, though it had none."""
-    with pg_schema_url(agents=2) as url:
+    async with pg_schema_url(agents=2) as url:
         env = {"A2A_PUSH_MAX_CONFIGS_PER_TASK": "1"}
         args = _one_agent(url, "--cluster")
         with cli_server(args, env=env) as (a, pa), cli_server(args, env=env) as (b, _pb):
@@ -293,7 +293,7 @@ async def test_a_config_whose_slot_rename_failed_leaves_no_slot_taken() -> None:
     request's name, which nothing gives back: once ``hook`` was deleted, every other
     config of the task was refused as over the cap for that replica's life. Now the slot
     is the config's, freed with it."""
-    with pg_schema_url() as url:
+    async with pg_schema_url() as url:
         env = {"A2A_PUSH_MAX_CONFIGS_PER_TASK": "1"}
         with cli_server(_one_agent(url, "--cluster"), env=env) as (a, _pa):
             schema = url.rsplit("schema=", 1)[1]

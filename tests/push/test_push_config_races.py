@@ -58,7 +58,7 @@ async def _rpc(http: httpx.AsyncClient, url: str, method: str, params: Any) -> A
 async def test_one_config_registered_on_two_replicas_at_once_is_stored_once() -> None:
     asyncpg = pytest.importorskip("asyncpg")
 
-    with pg_schema_url(agents=2) as store:
+    async with pg_schema_url(agents=2) as store:
         schema = store.rsplit("schema=", 1)[1]
         async with (
             _replica(store) as a,

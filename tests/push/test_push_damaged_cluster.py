@@ -96,7 +96,7 @@ async def test_a_killed_replicas_task_is_failed_and_pushed_past_a_damaged_config
     caplog.set_level(logging.WARNING)
     env = KILLED_REPLICA_ENV
     journal = tmp_path / "journal.txt"
-    with pg_schema_url(agents=2) as url:
+    async with pg_schema_url(agents=2) as url:
         args = ["--extensions-dir", PROBES, "--task-store", url, "--cluster"]
         b = push_app(task_store=url, cluster=True, **_FAST_CLUSTER)
         async with (

@@ -43,7 +43,7 @@ async def test_an_answer_a_cancel_overtook_leaves_no_task_behind(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     caplog.set_level(logging.ERROR)
-    with pg_schema_url() as store:
+    async with pg_schema_url() as store:
         schema = store.rsplit("schema=", 1)[1]
         port = free_port()
         app, _card = A2AServerFactory(

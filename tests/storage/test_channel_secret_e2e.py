@@ -40,7 +40,7 @@ def _countdown() -> dict[str, Any]:
 
 async def test_a_role_with_connect_hears_no_task_ids() -> None:
     spy = f"apcore_a2a_spy_{uuid.uuid4().hex[:8]}"
-    with pg_schema_url() as url:
+    async with pg_schema_url() as url:
         schema = url.rsplit("schema=", 1)[1]
         pg_execute(f"CREATE ROLE {spy} LOGIN")
         try:

@@ -124,7 +124,7 @@ async def test_a_database_limit_is_counted_too() -> None:
     role = f"apcore_a2a_lim_{uuid.uuid4().hex[:8]}"
     pg_execute(f"CREATE ROLE {role} LOGIN")
     try:
-        with pg_database_url(pool_size=None) as url:
+        async with pg_database_url(pool_size=None) as url:
             name = url.rsplit("/", 1)[1]
             pg_execute(f"ALTER DATABASE {name} OWNER TO {role}")
             pg_execute(f"ALTER DATABASE {name} CONNECTION LIMIT 4")

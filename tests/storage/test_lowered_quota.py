@@ -137,7 +137,7 @@ async def test_a_count_in_another_schema_never_refuses_a_take(pg_url: str) -> No
     replicas take turns with this one's in a rolling upgrade (``test_turn_key_upgrade.py``);
     the next release counts under the schema's key alone, and B's take is served at once.
     Before the schema's key, B's take was refused while A counted (-32091)."""
-    with pg_schema_url(agents=1) as other_url:
+    async with pg_schema_url(agents=1) as other_url:
         a, slots_a = await _replica(pg_url)
         b, slots_b = await _replica(other_url)
         try:

@@ -101,7 +101,7 @@ async def test_single_and_cluster_refuse_each_other(sql_url: str) -> None:
 
 
 async def test_each_postgresql_schema_has_its_own_owner() -> None:
-    with pg_schema_url(agents=2) as a, pg_schema_url(agents=2) as b:
+    async with pg_schema_url(agents=2) as a, pg_schema_url(agents=2) as b:
         first, second = open_stores(a, settings()), open_stores(b, settings())
         try:
             await first.start()

@@ -48,7 +48,7 @@ async def test_an_outage_answers_retryable_errors_and_loses_nothing(cluster: boo
     registry.register("demo.add", Add())
     grpc_port = free_port()
     try:
-        with pg_schema_url() as pg_url:
+        async with pg_schema_url() as pg_url:
             url = pg_url.replace(f"{PG_HOST}:{PG_PORT}", f"127.0.0.1:{proxy.port}")
             app, _ = A2AServerFactory(
                 registry, environ={}, task_store=url, grpc_port=grpc_port, cluster=cluster

@@ -84,7 +84,7 @@ async def test_a_task_whose_slot_was_freed_while_paused_is_counted(
     (tmp_path / "slow").mkdir()
     (tmp_path / "slow" / "ask.py").write_text(_ASK)
     env = {**ENV, "A2A_MAX_UNFINISHED_TASKS_PER_CALLER": "1"}
-    with pg_schema_url(agents=2) as url:
+    async with pg_schema_url(agents=2) as url:
         args = ["--extensions-dir", str(tmp_path), "--task-store", url, "--cluster"]
         with cli_server(args, env=env) as (a, pa), cli_server(args, env=env) as (b, _pb):
             schema = url.rsplit("schema=", 1)[1]

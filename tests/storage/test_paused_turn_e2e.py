@@ -102,7 +102,7 @@ async def test_a_turn_taken_over_from_a_paused_replica_runs_its_module_once(
     trigger = tmp_path / "pause"
     env = {**ENV, "TEST_JOURNAL": str(journal)}
     paused = {**env, "PYTHONPATH": str(tmp_path / "site"), "TEST_PAUSE_AFTER_CLAIM": str(trigger)}
-    with pg_schema_url(agents=2) as url:
+    async with pg_schema_url(agents=2) as url:
         args = ["--extensions-dir", str(tmp_path / "ext"), "--cluster", "--task-store", url]
         with cli_server(args, env=paused) as (a, _pa), cli_server(args, env=env) as (b, _pb):
             async with httpx.AsyncClient(timeout=90, verify=TLS) as http:

@@ -165,7 +165,7 @@ async def _agent(environ: dict[str, str]) -> AsyncIterator[tuple[str, str, str, 
     registry = Registry()
     registry.register("demo.add", Add())
     grpc_port = free_port()
-    with pg_database_url(agents=2) as url:
+    async with pg_database_url(agents=2) as url:
         table = "apcore_a2a_quota_slots"
         database = url.rsplit("/", 1)[1].split("?")[0]
         app, _ = A2AServerFactory(

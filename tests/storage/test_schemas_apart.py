@@ -52,7 +52,7 @@ async def test_a_start_held_up_in_one_schema_does_not_hold_up_another(pg_url: st
                 return bool((await watcher.execute(waiting)).all())
 
             await eventually(held_up)
-            with pg_schema_url(agents=1) as other_url:
+            async with pg_schema_url(agents=1) as other_url:
                 other = open_stores(other_url, settings(cluster=True))
                 try:
                     await asyncio.wait_for(other.start(), START_GUARD)  # was: waited

@@ -80,7 +80,7 @@ async def test_the_drop_queues_no_reader_of_tasks_on_postgresql() -> None:
     plain ``DROP INDEX`` waits for an exclusive lock on ``tasks``, and every later read
     of the table queues behind it). In a database of its own: the drop seen waiting is
     this test's, whatever other test processes run on the server."""
-    with pg_database_url(agents=1) as url:
+    async with pg_database_url(agents=1) as url:
         await _the_drop_queues_no_reader(url)
 
 
@@ -130,7 +130,7 @@ async def test_a_long_transaction_in_another_schema_holds_no_start_back(
     wait for every transaction of the database; a plain build and a concurrent drop wait
     only for those using ``tasks`` in the agent's own schema."""
     await _as_the_old_release_left_it(pg_url)
-    with pg_schema_url(agents=1) as other_url:
+    async with pg_schema_url(agents=1) as other_url:
         other = create_engine(parse_store_url(other_url))
         stores = open_stores(pg_url, settings(cluster=True))
         try:

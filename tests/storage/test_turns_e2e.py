@@ -124,7 +124,7 @@ async def test_a_late_release_leaves_the_claim_of_the_next_wait() -> None:
     from ._helpers import ctx, make_task, settings
     from .test_recovery import put
 
-    with pg_schema_url(agents=2) as url:
+    async with pg_schema_url(agents=2) as url:
         a = open_stores(url, settings(cluster=True))
         b = open_stores(url, settings(cluster=True))
         await a.start()

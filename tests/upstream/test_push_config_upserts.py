@@ -33,7 +33,7 @@ Store = DatabasePushNotificationConfigStore
 async def schema() -> AsyncIterator[tuple[str, str]]:
     """A fresh schema's store URL and name."""
     pytest.importorskip("asyncpg")
-    with pg_schema_url() as url:
+    async with pg_schema_url() as url:
         yield url, url.rsplit("schema=", 1)[1]
 
 

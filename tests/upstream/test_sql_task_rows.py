@@ -63,7 +63,7 @@ def test_the_columns_we_write_are_the_sdk_models() -> None:
 @pytest.mark.postgres
 @pytest.mark.parametrize("start", ["empty", "legacy"])
 async def test_the_columns_we_write_are_what_the_sdk_migrations_make(start: str) -> None:
-    with pg_schema_url() as url:
+    async with pg_schema_url() as url:
         engine = create_engine(parse_store_url(url))
         try:
             if start == "legacy":
@@ -93,7 +93,7 @@ def _reflect(sync_conn: Any) -> dict[str, dict[str, str]]:
 
 @pytest.fixture
 async def versioned() -> AsyncIterator[VersionedDatabaseTaskStore]:
-    with pg_schema_url() as url:
+    async with pg_schema_url() as url:
         store = VersionedDatabaseTaskStore(create_engine(parse_store_url(url)))
         await store.initialize()
         yield store
