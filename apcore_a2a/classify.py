@@ -39,7 +39,7 @@ REQUEST_KEY = "apcore_a2a.request"
 CARD_PATHS = ("/.well-known/agent-card.json", "/.well-known/agent.json")
 #: Where the agent publishes its public keys (card and push-delivery signatures).
 JWKS_PATH = "/.well-known/jwks.json"
-#: The delivery status of a task's push configs, for their owner (``push/status_route.py``):
+#: The delivery status of a task's push configs, for their owner (``push.status_route``):
 #: not an A2A method, admitted like one (kind ``"push"``), its errors answered as REST 1.0's.
 PUSH_STATUS_PATH = "/push/status/{task_id}"
 HEALTH_PATH = "/health"

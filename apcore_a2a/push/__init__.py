@@ -4,7 +4,7 @@ The SDK stores configs and calls a ``PushNotificationSender`` for each task even
 package adds what it leaves out, as one :class:`PushKit` (:func:`build_push`) that the
 server factory hands to the request handler and starts with the app. The delivery status
 of a config is not in any A2A answer (the config answers are exactly the SDK's); its owner
-reads it at ``GET /push/status/{task_id}`` (:mod:`apcore_a2a.push.status_route`).
+reads it at ``GET /push/status/{task_id}`` (:func:`status_route`).
 """
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from a2a.server.tasks.push_notification_config_store import PushNotificationConfigStore
-from a2a.types import AgentExtension
+from a2a.types import AgentExtension, ListTaskPushNotificationConfigsRequest
+from a2a.utils.error_handlers import rest_error_handler
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -30,7 +31,7 @@ from apcore_a2a.push.dns import AresResolver
 from apcore_a2a.push.policy import PushUrlPolicy, Resolver
 from apcore_a2a.push.sender import RetryingPushSender
 from apcore_a2a.push.status import ConfigStatusBook, create_tables, signing_keys
-from apcore_a2a.push.status_route import status_route
+from apcore_a2a.storage.outages import guarded
 from apcore_a2a.upstream.jsonrpc03_push import JsonRpc03PushCorrections
 
 if TYPE_CHECKING:
@@ -70,6 +71,49 @@ __getattr__ = lazy_names(__name__, {"SigningKey": "apcore_a2a.push.signing"}, gl
 PUSH_SIGNING_EXTENSION_URI = "urn:apcore:a2a:push-signing:v1"
 #: Card extension saying the agent serves the owner's status route.
 PUSH_STATUS_EXTENSION_URI = "urn:apcore:a2a:push-status:v1"
+
+
+def status_route(
+    handler: RequestHandler,
+    statuses: ConfigStatusBook,
+    context_builder: ServerCallContextBuilder,
+) -> Route:
+    """``GET /push/status/{task_id}``: the delivery status of a task's push configs, for
+    their owner, outside the A2A wire (A2A's ``TaskPushNotificationConfig`` has no status,
+    and a strict proto-JSON peer rejects members the schema lacks).
+
+    The route passes the same admission as an A2A call (``classify`` kind ``"push"``:
+    authentication, roles and scopes, 401/403), lists the configs through the request
+    handler's ``on_list_task_push_notification_configs`` with the caller's
+    ``ServerCallContext`` (so only the owner's task answers; another owner's or an unknown
+    one is A2A's ``TaskNotFoundError``: HTTP 404 with the REST error body) and adds each
+    config's status. Its errors, ours included (a store outage, also of the status
+    records: 503 with ``Retry-After``), are answered as the A2A REST routes answer them
+    (``streams/answers.py``)::
+
+        {"taskId": "t-1", "configs": [{"id": "mine", "url": "https://hooks.example.com/a2a",
+          "status": "failed", "statusReason": "HTTP 503 (after 4 attempts)"}]}
+    """
+
+    @rest_error_handler
+    async def endpoint(request: Request) -> Response:
+        task_id = str(request.path_params["task_id"])
+        listed = await handler.on_list_task_push_notification_configs(
+            ListTaskPushNotificationConfigsRequest(task_id=task_id), context_builder.build(request)
+        )
+        states = await guarded(statuses.of(task_id, list(listed.configs))) if listed.configs else {}
+        configs: list[dict[str, Any]] = []
+        for config in listed.configs:
+            config_id = config.id or task_id  # as the stores default it
+            reason = states[config_id][1]
+            status = "active" if reason is None else "failed"
+            configs.append(
+                {"id": config_id, "url": config.url, "status": status, "statusReason": reason}
+            )
+        document = {"taskId": task_id, "configs": configs}
+        return JSONResponse(document, headers={"Cache-Control": "no-store"})
+
+    return Route(PUSH_STATUS_PATH, endpoint, methods=["GET"], name="push_status")
 
 
 def jwks_route(sources: Sequence[Callable[[], dict[str, Any] | None]]) -> Route:

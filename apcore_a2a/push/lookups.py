@@ -24,7 +24,8 @@ alone), the sender with each delivery's caller.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+import contextlib
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 from apcore_a2a._egress import Resolver
@@ -37,10 +38,34 @@ MAX_LOOKUPS = 256
 
 @dataclass(eq=False)
 class _Share:
-    """One caller's lookup slots, while any of its requests waits for a lookup."""
+    """One caller's slots, while any of its requests uses them."""
 
     slots: asyncio.Semaphore
     users: int = 0
+
+
+class CallerShares:
+    """*size* slots per caller, kept only while one of its requests uses them (the
+    webhook lookups' here, the sender's deliveries)."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._shares: dict[str, _Share] = {}
+
+    @contextlib.contextmanager
+    def of(self, caller: str) -> Iterator[asyncio.Semaphore]:
+        """*caller*'s slots, in use while the block runs (no entry for a caller with
+        nothing in flight)."""
+        share = self._shares.get(caller)
+        if share is None:
+            share = self._shares[caller] = _Share(asyncio.Semaphore(self.size))
+        share.users += 1
+        try:
+            yield share.slots
+        finally:
+            share.users -= 1
+            if not share.users and self._shares.get(caller) is share:
+                del self._shares[caller]
 
 
 @dataclass(eq=False)
@@ -61,7 +86,7 @@ class FairLookups:
     resolve: Resolver
     limit: int = MAX_LOOKUPS
     _slots: asyncio.Semaphore = field(init=False)
-    _shares: dict[str, _Share] = field(default_factory=dict)
+    _shares: CallerShares = field(default_factory=lambda: CallerShares(LOOKUPS_PER_CALLER))
     _running: dict[tuple[str, int], _Running] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -70,38 +95,30 @@ class FairLookups:
     async def lookup(self, host: str, port: int, caller: str) -> Sequence[str]:
         """The addresses of *host*; raises what the resolver raises."""
         key = (host.lower(), port)
-        share = self._shares.get(caller)
-        if share is None:
-            share = self._shares[caller] = _Share(asyncio.Semaphore(LOOKUPS_PER_CALLER))
-        share.users += 1
-        try:
+        with self._shares.of(caller) as share:
             running = await self._join(key, host, port, caller, share)
             try:
                 # Shielded: a caller that stops waiting leaves the lookup to the others.
                 return await asyncio.shield(running.task)
             finally:
                 await self._leave(key, running, caller, share)
-        finally:
-            share.users -= 1
-            if not share.users and self._shares.get(caller) is share:
-                del self._shares[caller]  # no entry for a caller with nothing in flight
 
     async def _join(
-        self, key: tuple[str, int], host: str, port: int, caller: str, share: _Share
+        self, key: tuple[str, int], host: str, port: int, caller: str, share: asyncio.Semaphore
     ) -> _Running:
         """The lookup of *key*, started if none runs, with *caller* counted as waiting."""
         running = self._running.get(key)
         if running is None or caller not in running.callers:
-            await share.slots.acquire()  # the caller pays for a lookup it was not waiting for
+            await share.acquire()  # the caller pays for a lookup it was not waiting for
             running = self._running.get(key)
             if running is None:
                 try:
                     running = await self._start(key, host, port)
                 except BaseException:
-                    share.slots.release()
+                    share.release()
                     raise
             if caller in running.callers:  # another of its requests joined meanwhile
-                share.slots.release()
+                share.release()
         running.callers[caller] = running.callers.get(caller, 0) + 1
         return running
 
@@ -126,14 +143,14 @@ class FairLookups:
         return running
 
     async def _leave(
-        self, key: tuple[str, int], running: _Running, caller: str, share: _Share
+        self, key: tuple[str, int], running: _Running, caller: str, share: asyncio.Semaphore
     ) -> None:
         """*caller* stops waiting for *running*: its slot comes back once none of its
         requests waits for it; the lookup ends once nobody waits for it."""
         running.callers[caller] -= 1
         if not running.callers[caller]:
             del running.callers[caller]
-            share.slots.release()
+            share.release()
         if not running.callers and not running.task.done():
             # The last one gone: end its queries (and free its socket) before answering.
             # A caller asking for the name meanwhile starts a lookup of its own, not one

@@ -20,7 +20,6 @@ import contextlib
 import logging
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from a2a.server.agent_execution.active_task import TERMINAL_TASK_STATES as _FINAL
@@ -33,6 +32,7 @@ from apcore_a2a.push.aimed import Webhooks
 from apcore_a2a.push.attempt import Delivery, GiveUp, config_headers, try_once
 from apcore_a2a.push.bodies import V0_3, body_v03, body_v10
 from apcore_a2a.push.configs import PushConfigStore
+from apcore_a2a.push.lookups import CallerShares
 from apcore_a2a.push.policy import PushUrlPolicy
 from apcore_a2a.push.status import Aim
 
@@ -80,15 +80,6 @@ class _Queue(deque[Delivery]):
         return self.size + (0 if self.attempting else self.sending)
 
 
-@dataclass(slots=True)
-class _Share:
-    """One caller's part of the delivery slots, while any of its attempts holds or awaits
-    one of them."""
-
-    slots: asyncio.Semaphore
-    users: int = 0
-
-
 class RetryingPushSender(PushNotificationSender):
     """A ``PushNotificationSender`` with per-config ordering, retries, bounds and signing.
 
@@ -126,8 +117,7 @@ class RetryingPushSender(PushNotificationSender):
         self._in_flight = asyncio.Semaphore(max_deliveries)
         # One caller's attempts take at most half of them: its receivers that stall, any
         # number of them, leave slots for the other callers' deliveries.
-        self._share = max(1, max_deliveries // 2)
-        self._shares: dict[str, _Share] = {}
+        self._shares = CallerShares(max(1, max_deliveries // 2))
         #: The caller of each task's latest save (``PushKit.saved``), for its deliveries.
         self.callers: LRUCache[str, str] = LRUCache(maxsize=_SETTLED_TASKS)
         #: The last saved ``Task`` per task id, taken by its event (push/bodies.py).
@@ -421,18 +411,12 @@ class RetryingPushSender(PushNotificationSender):
     @contextlib.asynccontextmanager
     async def _slot(self, caller: str) -> AsyncIterator[None]:
         """A slot for one attempt: one of *caller*'s share first, then one of all."""
-        share = self._shares.get(caller)
-        if share is None:
-            share = self._shares[caller] = _Share(asyncio.Semaphore(self._share))
-        share.users += 1
         self.waiting += 1
         waits = 1
         try:
-            async with share.slots, self._in_flight:
-                self.waiting, waits = self.waiting - 1, 0
-                yield
+            with self._shares.of(caller) as share:
+                async with share, self._in_flight:
+                    self.waiting, waits = self.waiting - 1, 0
+                    yield
         finally:
             self.waiting -= waits
-            share.users -= 1
-            if not share.users:
-                del self._shares[caller]
