@@ -41,11 +41,9 @@ from apcore_a2a.adapters.outputs import TASK_HOOK_KEY, input_required_of, reply_
 from apcore_a2a.adapters.parts import OutputTooDeep, is_file, output_to_parts, too_deep
 from apcore_a2a.adapters.skills import SkillSpec
 from apcore_a2a.edge.call import call_of
-from apcore_a2a.execution import turns
-from apcore_a2a.execution.chunks import deep_merge, with_last_flag
+from apcore_a2a.execution import runs, turns
 from apcore_a2a.execution.fair_pool import FairPool
 from apcore_a2a.execution.identity import identity_of, run_denial, sight
-from apcore_a2a.execution.module_calls import ModuleCalls
 from apcore_a2a.execution.observer import ExecutionObserver, observe
 from apcore_a2a.execution.routing import SKILL_METADATA_KEY, ApCoreRequestContext
 from apcore_a2a.execution.runs import CURRENT_RUN, NoThread, Run, refusal_of, track_module_tasks
@@ -86,7 +84,7 @@ class ApCoreAgentExecutor(AgentExecutor):
         self._runs: dict[str, Run] = {}
         self._observers = tuple(observers)
         #: the module calls not returned yet, including those a cancel could not stop
-        self.module_calls = ModuleCalls()
+        self.module_calls = runs.ModuleCalls()
         #: cluster mode: a continued task's module waits for its ``working`` save; the
         #: server adds :meth:`StoredWorking.saved` to the store's save listeners
         self.stored_working = turns.StoredWorking() if settings.cluster else None
@@ -291,7 +289,7 @@ class ApCoreAgentExecutor(AgentExecutor):
         stream = self._executor.stream(spec.module_id, inputs, apcore_context)
         # aclosing: a cancel or timeout closes the module's generator now, not at GC.
         async with contextlib.aclosing(stream) as chunks:
-            flagged = with_last_flag(chunks)
+            flagged = runs.with_last_flag(chunks)
             async with contextlib.aclosing(flagged):
                 async for chunk, last in flagged:
                     parts = output_to_parts(chunk) or [Part(text="")]
@@ -299,7 +297,7 @@ class ApCoreAgentExecutor(AgentExecutor):
                     count += 1
                     data = isinstance(chunk, dict) and not is_file(chunk)
                     if data and text_from_value(chunk) is None:
-                        deep_merge(merged, {k: v for k, v in chunk.items() if not is_file(v)})
+                        runs.deep_merge(merged, {k: v for k, v in chunk.items() if not is_file(v)})
         return (output_to_parts(merged) if merged else []) if count else None, count > 0
 
     async def _answer_first(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -31,18 +32,11 @@ logger = logging.getLogger("apcore_a2a.execution.observer")
 TERMINAL_STATES = frozenset({"completed", "failed", "canceled", "rejected"})
 
 
-def _spelled(state: int) -> str:
-    return str(TaskState.Name(state)).removeprefix("TASK_STATE_").lower().replace("_", "-")
-
-
-#: every state A2A defines, spelled once (a run's events name three per call)
-_STATE_NAMES = {number: _spelled(number) for number in TaskState.values()}
-
-
+@functools.cache  # spelled once per state A2A defines (a run's events name three per call)
 def state_name(state: int) -> str:
     """``TASK_STATE_INPUT_REQUIRED`` -> ``"input-required"`` (``ValueError`` for a number
     A2A does not define, as ``TaskState.Name``)."""
-    return _STATE_NAMES.get(state) or _spelled(state)
+    return str(TaskState.Name(state)).removeprefix("TASK_STATE_").lower().replace("_", "-")
 
 
 def task_state(state: str) -> str:

@@ -1,4 +1,5 @@
-"""One ``execute()`` in progress (:class:`Run`) and the events it emits.
+"""One ``execute()`` in progress (:class:`Run`), the events it emits and a streaming
+module's chunks (which one is the last, its data chunks merged).
 
 The cancellation rules live here: a canceled run emits nothing more, a finished run is not
 overwritten by a late cancel, and the task apcore runs an async module in is cancelled
@@ -8,12 +9,15 @@ with it. A module with a plain ``def execute`` runs on the agent's own thread po
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import functools
 import inspect
 import logging
+import threading
 import time
 import weakref
+from collections.abc import AsyncGenerator, AsyncIterator, Iterator
 from concurrent.futures import Executor, Future
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -38,12 +42,41 @@ from google.protobuf.json_format import MessageToDict
 from apcore_a2a.approval import APPROVED_KEY
 from apcore_a2a.errors import QuotaExceededError
 from apcore_a2a.execution.identity import identity_of
-from apcore_a2a.execution.module_calls import ModuleCalls
 from apcore_a2a.execution.observer import Execution
 from apcore_a2a.upstream.apcore_execute import RunModule
 from apcore_a2a.upstream.apcore_schema_cache import WrappedStep
 
 logger = logging.getLogger("apcore_a2a.executor")
+
+
+class ModuleCalls:
+    """The module calls that have started and not yet returned (thread-safe), wherever they
+    run (a task, a pool thread). A canceled run stops waiting for its module at once, but
+    the module may go on (a plain ``def execute`` keeps its thread, an ``async def execute``
+    may swallow the cancellation): a shutdown that cannot wait for them any longer says
+    what it abandons (ops/exit_deadline.py)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._calls: dict[object, tuple[str, str]] = {}
+
+    @contextlib.contextmanager
+    def running(self, task_id: str, module_id: str) -> Iterator[None]:
+        """Count the call of *module_id* for *task_id* as running while the block runs
+        (enter it in the thread or task the module runs in)."""
+        key = object()
+        with self._lock:
+            self._calls[key] = (task_id, module_id)
+        try:
+            yield
+        finally:
+            with self._lock:
+                del self._calls[key]
+
+    def snapshot(self) -> list[tuple[str, str]]:
+        """``(task_id, module_id)`` of each call still running, oldest first."""
+        with self._lock:
+            return list(self._calls.values())
 
 
 class NoThread(Exception):
@@ -191,6 +224,63 @@ class Run:
             task.cancel()
         if self.waiting is not None:
             self.waiting.cancel()
+
+
+#: How long a streamed chunk waits for the next one to learn whether it was the last: long
+#: enough for a generator that returns right after its final yield (apcore's stream
+#: pipeline adds a few awaits), short enough that a slow stream barely notices.
+LAST_CHUNK_GRACE = 0.02
+
+_END = object()
+
+
+async def with_last_flag(chunks: AsyncIterator[Any]) -> AsyncGenerator[tuple[Any, bool], None]:
+    """Yield ``(chunk, is_last)`` for each chunk of ``chunks``, in order.
+
+    A2A marks an artifact's final chunk ``lastChunk`` and allows no empty closing update,
+    but only the generator's end says which chunk was the last: each chunk waits up to
+    :data:`LAST_CHUNK_GRACE` for the next; when the generator ends first it goes out as the
+    last, else as not (and the task's terminal status closes the artifact). The caller owns
+    ``chunks`` (and closes it); a pending read is cancelled here when the consumer stops
+    early, so the generator is never closed while it is running."""
+    held: Any = _END
+    pending: asyncio.Task[Any] | None = None
+    try:
+        while True:
+            pending = asyncio.ensure_future(anext(chunks, _END))
+            if held is not _END:
+                done, _ = await asyncio.wait({pending}, timeout=LAST_CHUNK_GRACE)
+                if not done:
+                    yield held, False
+                    held = _END
+            failure: Exception | None = None
+            try:
+                following = await pending
+            except Exception as exc:
+                following, failure = _END, exc
+            pending = None
+            if held is not _END:
+                # A module that fails mid-stream still delivers what it yielded before.
+                yield held, following is _END and failure is None
+            if following is _END:
+                if failure is not None:
+                    raise failure
+                return
+            held = following
+    finally:
+        if pending is not None and not pending.done():
+            pending.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await pending
+
+
+def deep_merge(target: dict[str, Any], chunk: dict[str, Any]) -> None:
+    """Merge *chunk* into *target*, dicts key by key (a streamed module's data chunks)."""
+    for key, value in chunk.items():
+        if isinstance(value, dict) and isinstance(target.get(key), dict):
+            deep_merge(target[key], value)
+        else:
+            target[key] = value
 
 
 #: the run whose module is executing in the current asyncio context
