@@ -54,9 +54,9 @@ class FairPool:
         #: the callers with waiting calls and room in their share, next to serve first
         self._turns: OrderedDict[str, None] = OrderedDict()
 
-    def lane(self, caller: str) -> Executor:
+    def lane(self, caller: str) -> Lane:
         """The executor of *caller*'s calls (``loop.run_in_executor`` takes it)."""
-        return _Lane(self, caller)
+        return Lane(self, caller)
 
     def submit(self, caller: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Future[Any]:
         """Run ``fn(*args, **kwargs)`` for *caller* when a thread is free and its turn comes;
@@ -148,12 +148,15 @@ class FairPool:
             self._turns.pop(caller, None)
 
 
-class _Lane(Executor):
-    """One caller's view of a :class:`FairPool`."""
+class Lane(Executor):
+    """One caller's view of a :class:`FairPool` (a run's own: ``Run.pool``)."""
 
     def __init__(self, pool: FairPool, caller: str) -> None:
         self._pool = pool
         self._caller = caller
+        #: the call handed over last (running, done, or waiting for a thread)
+        self.last: Future[Any] | None = None
 
     def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
-        return self._pool.submit(self._caller, fn, *args, **kwargs)
+        self.last = self._pool.submit(self._caller, fn, *args, **kwargs)
+        return self.last

@@ -18,7 +18,6 @@ import threading
 import time
 import weakref
 from collections.abc import AsyncGenerator, AsyncIterator, Iterator
-from concurrent.futures import Executor, Future
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
@@ -41,6 +40,7 @@ from google.protobuf.json_format import MessageToDict
 
 from apcore_a2a.approval import APPROVED_KEY
 from apcore_a2a.errors import QuotaExceededError
+from apcore_a2a.execution.fair_pool import Lane
 from apcore_a2a.execution.identity import identity_of
 from apcore_a2a.execution.observer import Execution
 from apcore_a2a.upstream.apcore_execute import RunModule
@@ -124,15 +124,13 @@ class Run:
     #: the tasks apcore ran the module in (see track_module_tasks)
     spawned: weakref.WeakSet[asyncio.Task[Any]] = field(default_factory=weakref.WeakSet)
     #: the threads a module with a plain ``def execute`` runs on
-    pool: Executor | None = None
+    pool: Lane | None = None
     #: what the observers are told of this run (``None``: no observers)
     execution: Execution | None = None
     #: where the module's call is counted while it runs (``None``: not counted)
     calls: ModuleCalls | None = None
     #: the module the run calls (known once its apcore context is built)
     module_id: str = ""
-    #: the sync module's last call handed to :attr:`pool` (running, done, or waiting)
-    thread_call: Future[Any] | None = None
     #: the save a follow-up's module waits for before it starts (``turns.StoredWorking``)
     waiting: asyncio.Future[bool] | None = None
 
@@ -213,7 +211,7 @@ class Run:
     def never_got_a_thread(self) -> bool:
         """Whether the sync module's call still waits for a thread: if so it is taken out
         of the line here, so it never runs (a timeout then ended a wait, not a module)."""
-        call = self.thread_call
+        call = self.pool.last if self.pool is not None else None
         return call is not None and call.cancel()
 
     def stop(self) -> None:
@@ -299,21 +297,8 @@ class _RunStep(WrappedStep):
         tracked = functools.partial(calls.running, run.task_id, run.module_id) if calls else None
         # An async module runs where apcore runs it; a sync one on the run's pool (every
         # run the executor starts has one).
-        lane = None if inspect.iscoroutinefunction(module.execute) else run.pool
-        pool = None if lane is None else _Noted(run, lane)
+        pool = None if inspect.iscoroutinefunction(module.execute) else run.pool
         return RunModule(module, run.spawned, asyncio.current_task(), pool, tracked, _thread())
-
-
-class _Noted(Executor):
-    """The run's pool, the call it is handed noted on the run (``Run.thread_call``)."""
-
-    def __init__(self, run: Run, pool: Executor) -> None:
-        self._run = run
-        self._pool = pool
-
-    def submit(self, fn: Any, /, *args: Any, **kwargs: Any) -> Future[Any]:
-        call = self._run.thread_call = self._pool.submit(fn, *args, **kwargs)
-        return call
 
 
 def _thread() -> contextvars.Context:
