@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime as dt
+import math
 import os
 import statistics
 import sys
@@ -128,10 +129,10 @@ def render(store: str, connections: int, seconds: float, samples: dict[int, list
         rps = [s.rps for s in values]
         med = statistics.median(rps)
         spread = f" ({min(rps):.0f}-{max(rps):.0f})" if len(rps) > 1 else ""
-        speedup = med / base
+        speedup = med / base if base else float("nan")  # N=1 answered none in time
         cores = statistics.median(s.cores for s in values)
         cpu_us = statistics.median(s.cpu_us for s in values)
-        per_core = statistics.median(s.rps / s.cores for s in values) / base_per_core
+        per_core = statistics.median(s.rps / s.cores for s in values) / (base_per_core or math.nan)
         lines.append(
             f"| {workers} | {med:.0f}{spread} | {speedup:.2f}x | {speedup / workers:.2f} "
             f"| {cores:.2f} | {cpu_us:.0f} | {per_core:.2f} |"

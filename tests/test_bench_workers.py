@@ -19,7 +19,7 @@ from tests.test_bench_smoke import needs_wrk
 def test_workers_table_reports_throughput_and_server_cores() -> None:
     done = subprocess.run(
         [sys.executable, "-m", "benchmarks.workers", "--store", "sqlite", "--max-workers", "2",
-         "--seconds", "1", "--rounds", "1"],
+         "--seconds", "2", "--rounds", "1"],
         cwd=ROOT, capture_output=True, text=True, timeout=180, check=False,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
