@@ -1,4 +1,6 @@
-"""The systems under test: S (plain a2a-sdk echo server), O (our server) and the echo module.
+"""The systems under test: S (plain a2a-sdk echo server), O (our server), F (S whose executor
+calls the echo module through apcore's ``Executor.call_async``: the floor of any adapter that
+runs modules through apcore, as ours must) and the echo module.
 
 Both servers answer the same wire requests with the same event sequence: a submitted Task
 carrying the user message, working, one artifact with the echoed text, then completed. S is
@@ -72,11 +74,13 @@ def sdk_task_store(url: str) -> Any:
     raise ValueError(f"no SDK task store for {url!r}")
 
 
-def plain_app(task_store: str = "memory://") -> Any:
+def plain_app(task_store: str = "memory://", *, through_apcore: bool = False) -> Any:
     """S: a plain a2a-sdk 1.x echo server built from SDK classes only.
 
     *task_store* ``memory://`` is the SDK's ``InMemoryTaskStore``; a SQLite or PostgreSQL
     URL is the SDK's ``DatabaseTaskStore`` on that database (:func:`sdk_task_store`).
+    *through_apcore* (F): the echoed text comes from the echo module, called through a
+    plain ``apcore.Executor`` (apcore's defaults; nothing of ours) instead of the request.
     """
     from a2a.helpers import new_text_artifact
     from a2a.server.agent_execution import AgentExecutor, RequestContext
@@ -108,6 +112,17 @@ def plain_app(task_store: str = "memory://") -> Any:
         event.status.timestamp.GetCurrentTime()
         return event
 
+    modules = None
+    if through_apcore:
+        from apcore import Executor
+
+        modules = Executor(echo_registry())
+
+    async def echoed(text: str) -> str:
+        if modules is None:
+            return text
+        return str((await modules.call_async(ECHO_MODULE_ID, {"text": text}))["text"])
+
     class EchoExecutor(AgentExecutor):
         # The same four events, with timestamps, that our executor emits for a module call,
         # so both servers do the same store writes and the difference is adapter cost.
@@ -130,7 +145,7 @@ def plain_app(task_store: str = "memory://") -> Any:
                 TaskArtifactUpdateEvent(
                     task_id=task_id,
                     context_id=context_id,
-                    artifact=new_text_artifact("result", context.get_user_input()),
+                    artifact=new_text_artifact("result", await echoed(context.get_user_input())),
                     last_chunk=True,
                 )
             )
@@ -194,12 +209,12 @@ def ours_app(**settings: Any) -> Any:
 
 
 def build_app(kind: str, task_store: str = "memory://", **settings: Any) -> Any:
-    """Build the ASGI app for *kind* (``plain`` or ``ours``) on *task_store*.
+    """Build the ASGI app for *kind* (``plain``, ``floor`` or ``ours``) on *task_store*.
 
     *settings* go to ours.
     """
-    if kind == "plain":
-        return plain_app(task_store)
+    if kind in ("plain", "floor"):
+        return plain_app(task_store, through_apcore=kind == "floor")
     if kind == "ours" and task_store != "memory://":
         settings["task_store"] = task_store
     if kind == "ours":

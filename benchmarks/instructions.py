@@ -1,6 +1,6 @@
 """Instructions (or CPU time) per blocking ``SendMessage``, repeatable on a busy machine.
 
-``valgrind --tool=callgrind --instr-atstart=no python -m benchmarks.instructions plain|ours
+``valgrind --tool=callgrind --instr-atstart=no python -m benchmarks.instructions plain|floor|ours
 [-n 200] [-c 16] [--store URL] [--cluster] [--stream]`` builds the app in-process (O or S, as
 ``benchmarks.serve`` does), drives its lifespan, sends warm-up requests, then turns callgrind's
 instrumentation on for exactly the measured requests (``callgrind_control -i on|off``) and
@@ -161,7 +161,7 @@ async def measure(
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.instructions")
-    parser.add_argument("kind", choices=["plain", "ours"])
+    parser.add_argument("kind", choices=["plain", "floor", "ours"])
     parser.add_argument("-n", type=int, default=200, help="measured requests")
     parser.add_argument("-c", type=int, default=16, help="requests in flight")
     parser.add_argument("--warmup", type=int, default=100)
