@@ -1,12 +1,9 @@
 """Where a request of the agent's to a URL it was given goes: through the egress proxy the
 environment names for it (``_proxies.proxy_for``: httpx's rule for ``trust_env``), by the
 URL's name; else to the addresses its name was checked to have, never to a second lookup
-(DNS rebinding).
-Shared by the JWKS fetch (``auth/jwks.py``), push deliveries (``push/policy.py``,
-``push/aimed.py``) and the client's calls to another origin a card names
-(``client/_names.py``): each checks a URL's addresses first; httpx's own proxy choice would
-see only the address a request was aimed at. All of them keep connections alive per name
-and per proxy (:class:`NamePools`).
+(DNS rebinding). Each caller checks a URL's addresses first (httpx's own proxy choice would
+see only the address a request was aimed at), and keeps connections alive per name and per
+proxy (:class:`NamePools`).
 """
 
 from __future__ import annotations
@@ -123,8 +120,7 @@ class CheckedAddresses(httpx.AsyncBaseTransport):
 
 class NamePools:
     """Connections kept alive per host name, for requests sent to the addresses the name
-    was checked to have (:class:`CheckedAddresses`: the client, the JWKS fetch; push
-    deliveries, ``push/aimed.py``), and per egress proxy.
+    was checked to have, and per egress proxy.
 
     Each name has a pool of its own (httpx's, keyed within it by scheme, address and
     port, with *verify*), so a connection verified for one name never serves another,
@@ -318,8 +314,7 @@ async def lookup(
     each, in its order, a link-local address's zone (``fe80::1%eth0``) kept:
     ``httpx.ConnectTimeout`` when it takes longer, :class:`Unresolved` when it finds none
     (a custom resolver's ``None`` too), :class:`Unresolvable` when a custom resolver fails,
-    :class:`Unusable` when it answers a non-address.
-    Shared by the client, the JWKS fetch and push (``push/policy.py``)."""
+    :class:`Unusable` when it answers a non-address."""
     try:
         async with asyncio.timeout_at(deadline):
             found = [str(a) for a in await resolve(host, port) or ()]

@@ -35,7 +35,6 @@ import httpx
 from httpx_sse import EventSource
 
 from apcore_a2a._text import message_line
-from apcore_a2a.client._arguments import sendable
 from apcore_a2a.client._bounded import (
     MAX_ANSWER_BYTES,
     MAX_ERROR_BYTES,
@@ -45,6 +44,7 @@ from apcore_a2a.client._bounded import (
     read_at_most,
     too_large,
 )
+from apcore_a2a.client._shapes import sendable
 from apcore_a2a.client.errors import (
     A2AAuthenticationError,
     A2AClientError,

@@ -24,13 +24,6 @@ from apcore_a2a._proxies import (
     trusted_context,
 )
 from apcore_a2a.client import _shapes as shape
-from apcore_a2a.client._arguments import (
-    header_value,
-    normalize_url,
-    positive,
-    require_id,
-    stream_bounds,
-)
 from apcore_a2a.client._asgi import CONNECT_TIMEOUT, ASGIApp, DirectTransport
 from apcore_a2a.client._bounded import (
     ACCEPT_ENCODING,
@@ -100,7 +93,7 @@ class A2AClient:
         card_keys: CardKeys | None = None,
         resolver: Resolver | None = None,
     ) -> None:
-        self._base, in_url = normalize_url(url)
+        self._base, in_url = shape.normalize_url(url)
         if in_url is not None:
             if auth is not None:
                 raise ValueError("credentials both in the URL and in auth: pass one")
@@ -109,9 +102,10 @@ class A2AClient:
         if protocol not in ("auto", "1.0", "0.3"):
             raise ValueError(f"protocol must be 'auto', '1.0' or '0.3', got {protocol!r}")
         self._protocol: Protocol = protocol
-        self._timeout = positive(timeout)
+        self._timeout = shape.positive(timeout)
         default_headers = {"Accept-Encoding": ACCEPT_ENCODING} | {
-            name: header_value(value, f"header {name!r}") for name, value in (headers or {}).items()
+            name: shape.header_value(value, f"header {name!r}")
+            for name, value in (headers or {}).items()
         }
         if isinstance(auth, str | tuple) and any(
             n.lower() == "authorization" for n in headers or {}
@@ -119,7 +113,7 @@ class A2AClient:
             # an agent refuses a call with two Authorization headers (docs/auth.md)
             raise ValueError("credentials both in the Authorization header and in auth: pass one")
         if isinstance(auth, str):
-            token = header_value(auth, "the bearer token (auth)")
+            token = shape.header_value(auth, "the bearer token (auth)")
             default_headers["Authorization"], auth = f"Bearer {token}", None
         self._direct = DirectTransport(app, lifespan) if app is not None else None
         tls = trusted_context()  # one for the transport and the proxy mounts alike
@@ -267,7 +261,7 @@ class A2AClient:
         message) or when the agent closes the stream. A dropped connection is resumed, and
         *timeout* bounds the whole stream, as :meth:`resubscribe` says.
         """
-        bounds = stream_bounds(max_retries, timeout)
+        bounds = shape.stream_bounds(max_retries, timeout)
         request = shape.send_request(message, metadata, context_id, task_id, skill_id, False)
         # A follow-up's stream is its task's (A2A 1.0.1 §3.4.2), as is any stream after
         # its first event.
@@ -278,7 +272,7 @@ class A2AClient:
     @leaves_alone
     async def get_task(self, task_id: str, history_length: int | None = None) -> dict[str, Any]:
         """Return the task with ``task_id`` (its last ``history_length`` messages, if set)."""
-        request = pb.GetTaskRequest(id=require_id(task_id, "task_id"))
+        request = pb.GetTaskRequest(id=shape.require_id(task_id))
         if history_length is not None:
             if history_length < 0:
                 raise ValueError("history_length must be >= 0")
@@ -289,7 +283,7 @@ class A2AClient:
     @leaves_alone
     async def cancel_task(self, task_id: str) -> dict[str, Any]:
         """Ask the agent to cancel the task; return the task as the agent reports it."""
-        request = pb.CancelTaskRequest(id=require_id(task_id, "task_id"))
+        request = pb.CancelTaskRequest(id=shape.require_id(task_id))
         result = shape.task((await self._calls.call("CancelTask", request))[0])
         return shape.of_task(result, task_id, "CancelTask")
 
@@ -348,10 +342,10 @@ class A2AClient:
         stream, resumes included, however lively the agent: past it the connection is
         closed and :class:`A2AConnectionError` raised.
         """
-        bounds = stream_bounds(max_retries, timeout)
-        task_id = require_id(task_id, "task_id")
+        bounds = shape.stream_bounds(max_retries, timeout)
+        task_id = shape.require_id(task_id)
         if last_event_id is not None:
-            header_value(last_event_id, "last_event_id")  # it goes as Last-Event-ID
+            shape.header_value(last_event_id, "last_event_id")  # it goes as Last-Event-ID
         return alone_after_events(self._calls.resumable(task_id, last_event_id, *bounds))
 
     # -- push notification configs -----------------------------------------------------
@@ -360,7 +354,7 @@ class A2AClient:
         self, task_id: str, config: str | Mapping[str, Any]
     ) -> dict[str, Any]:
         """Register a push endpoint for a task: a URL or ``{url, id?, token?, authentication?}``."""
-        request = shape.push_config_request(require_id(task_id, "task_id"), config)
+        request = shape.push_config_request(shape.require_id(task_id), config)
         result, _wire = await self._calls.call("CreateTaskPushNotificationConfig", request)
         return shape.push_config(result)
 
@@ -368,7 +362,7 @@ class A2AClient:
     async def get_push_config(self, task_id: str, config_id: str) -> dict[str, Any]:
         """Return one push config of a task."""
         request = pb.GetTaskPushNotificationConfigRequest(
-            task_id=require_id(task_id, "task_id"), id=require_id(config_id, "config_id")
+            task_id=shape.require_id(task_id), id=shape.require_id(config_id, "config_id")
         )
         result, _wire = await self._calls.call("GetTaskPushNotificationConfig", request)
         return shape.push_config(result)
@@ -376,7 +370,7 @@ class A2AClient:
     @leaves_alone
     async def list_push_configs(self, task_id: str) -> list[dict[str, Any]]:
         """Return every push config of a task."""
-        request = pb.ListTaskPushNotificationConfigsRequest(task_id=require_id(task_id, "task_id"))
+        request = pb.ListTaskPushNotificationConfigsRequest(task_id=shape.require_id(task_id))
         result, _wire = await self._calls.call("ListTaskPushNotificationConfigs", request)
         return [shape.push_config(c) for c in result.configs]
 
@@ -384,7 +378,7 @@ class A2AClient:
     async def delete_push_config(self, task_id: str, config_id: str) -> None:
         """Delete one push config of a task."""
         request = pb.DeleteTaskPushNotificationConfigRequest(
-            task_id=require_id(task_id, "task_id"), id=require_id(config_id, "config_id")
+            task_id=shape.require_id(task_id), id=shape.require_id(config_id, "config_id")
         )
         await self._calls.call("DeleteTaskPushNotificationConfig", request)
 
@@ -398,7 +392,7 @@ class A2AClient:
         notifications off, or no card at all with a pinned ``protocol``). A task that is not
         the caller's raises :class:`TaskNotFoundError`, refused credentials
         :class:`A2AAuthenticationError`."""
-        task_id = require_id(task_id, "task_id")
+        task_id = shape.require_id(task_id)
         await self._ensure_open()
         card = await self._card()
         if card is None or extension(card, PUSH_STATUS_EXTENSION) is None:
