@@ -276,7 +276,7 @@ def inward(named: str, how: str, address: object, leads: int, base: str, agent: 
     ``"resolves to a"``) *address* of class *leads*, from the agent at *base* (of class
     *agent*): it leads further in, to link-local (the metadata service) or loopback (the
     caller's own host). A private address is a network's own, as an agent's name may
-    resolve to one (``client/card.py``, ``client/_names.py``)."""
+    resolve to one (``client/card.py``, ``client/_calls.py``)."""
     if leads < 2 or leads <= agent:
         return None
     return (

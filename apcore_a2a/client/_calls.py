@@ -7,22 +7,39 @@ A2A 1.0 method, with the draft OpenTelemetry A2A attributes, and sends its ``tra
 
 A gRPC call takes the egress proxy the HTTP calls to its host would take, by httpx's rule
 (``_proxies.proxy_for``): its channel dials the proxy and asks it for the agent
-(``upstream/grpc_proxies.py``: grpcio applies its own exemptions to a proxy handed to it).
-grpcio reads the environment by a rule of its own: ``grpc_proxy``, ``https_proxy`` and
-``http_proxy`` in lower case only, ``https_proxy`` for a plaintext channel too,
-``no_grpc_proxy``/``no_proxy`` but not ``NO_PROXY``, no ``ALL_PROXY``. So an agent that
-``NO_PROXY`` exempted went direct over HTTP and through the proxy over gRPC, and one that
-``HTTPS_PROXY`` named went through it over HTTP and direct over gRPC. A proxy grpcio cannot
-use (it speaks HTTP ``CONNECT`` to ``http://`` proxies only) was skipped without a word: the
-call went direct past it. It is refused instead.
+(``upstream/grpc_proxies.py``). grpcio's own rule (``grpc_proxy``, ``https_proxy``,
+``http_proxy`` in lower case only, ``no_grpc_proxy``/``no_proxy`` but not ``NO_PROXY``, no
+``ALL_PROXY``) sent an agent direct over one binding and through the proxy over the other,
+and skipped without a word a proxy it cannot use (it speaks HTTP ``CONNECT`` to ``http://``
+proxies only): such a proxy is refused instead.
+
+Another origin's host names (``allow_other_origins=True``) are resolved once, every address
+checked, and the connection made to the address checked. A card's URL on a name is judged
+by what the name resolves to, not by the name: one that resolves to a link-local address
+(the cloud metadata service: ``169.254.169.254``, ``fd00:ec2::254``, ``100.100.100.200``) or
+to loopback (the caller's own host) leads further in than an agent that is not there
+itself, as a literal address does (``_egress.inward``). Nothing resolves the name again to
+connect, so an answer that changes between the check and the connection (DNS rebinding)
+changes nothing: HTTP through :class:`CheckedAddresses` (the name still in ``Host`` and
+SNI, the certificate verified for it), gRPC dialled at the checked addresses with the name
+as its authority and TLS target name.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import ipaddress
 import re
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, MutableMapping
+import urllib.request
+from collections.abc import (
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Iterator,
+    MutableMapping,
+    Sequence,
+)
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -36,18 +53,27 @@ from a2a.compat.v0_3.rest_transport import CompatRestTransport
 from a2a.types import a2a_pb2 as pb
 from google.protobuf.message import Message as Proto
 
-from apcore_a2a._egress import Resolver, agents_class
-from apcore_a2a._proxies import ProxyUnusable, proxy_for
+from apcore_a2a._addresses import IPAddress, address_class
+from apcore_a2a._egress import (
+    MAX_ADDRESSES,
+    CheckedAddresses,
+    RefusedAddress,
+    Resolver,
+    agents_class,
+    inward,
+    lookup,
+)
+from apcore_a2a._proxies import ProxyUnusable, proxy_for, trusted_context
 from apcore_a2a.client import _shapes as shape
 from apcore_a2a.client._asgi import CONNECT_TIMEOUT
 from apcore_a2a.client._bounded import ACCEPT_ENCODING, MAX_ANSWER_BYTES
-from apcore_a2a.client._names import OtherOrigins, grpc_addresses
 from apcore_a2a.client._translated import translated
 from apcore_a2a.client._wire import HOOKS, Call, current
 from apcore_a2a.client.card import Endpoint, origin_of, own_grpc_host
 from apcore_a2a.client.errors import (
     A2AConnectionError,
     A2ADiscoveryError,
+    CrossOriginEndpointError,
     InvalidAgentResponseError,
 )
 from apcore_a2a.upstream.grpc_proxies import through_proxy
@@ -184,9 +210,7 @@ class Caller:
                     for key, value in (await self._grpc_metadata()).items():
                         headers.setdefault(key, value)  # the span's traceparent stays
                 elif grpc and (to.url, to.secure) not in self._channels:
-                    pinned = await grpc_addresses(
-                        to.url, self._base, self._resolve, self._agent, self._lookups
-                    )
+                    pinned = await self._grpc_addresses(to.url)
             # httpx has its own; a gRPC deadline would end a stream however lively (its
             # waits are bounded one by one in resumable()). What is left of the call's.
             timeout = None
@@ -194,6 +218,30 @@ class Caller:
                 timeout = max(deadline - asyncio.get_running_loop().time(), 0.001)
             context = ClientCallContext(service_parameters=headers, timeout=timeout)
             yield getattr(self._transport(to, pinned), name)(request, context=context), seen
+
+    async def _grpc_addresses(self, target: str) -> str:
+        """The checked addresses of another host's gRPC *target* (``host:port``) as the target
+        gRPC dials (an ``ipv4:`` or ``ipv6:`` URI of the first ``MAX_ADDRESSES``, in the
+        resolver's order), looked up within the connect timeout."""
+        where = urlsplit("//" + target)
+        host, port = where.hostname or "", where.port or 443
+        within = asyncio.get_running_loop().time() + self._lookups
+        try:
+            found = await lookup(self._resolve, host, port, within)
+        except httpx.TransportError as exc:
+            raise A2AConnectionError(f"the gRPC host: {exc}") from None
+        reason = refused(host, found, self._agent, self._base)
+        if reason is not None:
+            agent = str(origin_of(self._base))
+            raise CrossOriginEndpointError(reason, url=target, agent_origin=agent)
+        found = found[:MAX_ADDRESSES]
+        if all(a.version == 4 for a in found):
+            return "ipv4:" + ",".join(f"{a}:{port}" for a in found)
+        # gRPC's address lists are of one family: IPv4 ones go IPv4-mapped (gRPC dials them
+        # over IPv4 where IPv6 is off), so every checked address is tried, in the resolver's order.
+        mapped = (a if a.version == 6 else ipaddress.IPv6Address(f"::ffff:{a}") for a in found)
+        # A zone (fe80::1%eth0) as the URI gRPC percent-decodes carries it (RFC 6874).
+        return "ipv6:" + ",".join(f"[{str(a).replace('%', '%25')}]:{port}" for a in mapped)
 
     async def call(self, method: str, request: Proto) -> tuple[Any, Any]:
         """Run one SDK call; return its result and the result as received (HTTP)."""
@@ -366,3 +414,33 @@ def _span(
         raise
     finally:
         span.end()
+
+
+def refused(host: str, addresses: Sequence[IPAddress], agent: int, base: str) -> str | None:
+    """Why another origin's *host* (resolved to *addresses*) is not followed from an agent
+    of class *agent* (``_egress.inward``: any of them further in), or ``None``."""
+    named = f"a URL on {host}"
+    reasons = (inward(named, "resolves to a", a, address_class(a), base, agent) for a in addresses)
+    return next((reason for reason in reasons if reason is not None), None)
+
+
+class OtherOrigins(CheckedAddresses):
+    """The transport of the client's calls to another origin (no credentials go there)."""
+
+    def __init__(self, base: str, resolve: Resolver, agent: int) -> None:
+        # The environment's proxies as httpx reads them, applied after the check.
+        super().__init__(resolve, urllib.request.getproxies(), trusted_context())
+        self._base, self._agent = base, agent
+
+    async def refused(self, host: str, addresses: Sequence[IPAddress]) -> str | None:
+        return refused(host, addresses, self._agent, self._base)
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        try:
+            return await super().handle_async_request(request)
+        except RefusedAddress as exc:
+            raise CrossOriginEndpointError(
+                str(exc), url=str(request.url), agent_origin=str(origin_of(self._base))
+            ) from None
+        except ProxyUnusable as exc:  # no retry reaches it: told as unreachable, not a bug
+            raise A2AConnectionError(str(exc)) from None

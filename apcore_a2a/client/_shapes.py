@@ -209,18 +209,21 @@ def sendable(value: str) -> bool:
 
 
 def positive(timeout: float | None) -> float | None:
+    """*timeout* when it is ``None`` or a positive number of seconds."""
     if timeout is not None and not timeout > 0:  # NaN too: every wait would end at once
         raise ValueError("timeout must be positive (or None for no timeout)")
     return timeout
 
 
 def stream_bounds(max_retries: int, timeout: float | None) -> tuple[int, float | None]:
+    """A stream's *max_retries* (0 or more) and *timeout* (:func:`positive`)."""
     if max_retries < 0:
         raise ValueError("max_retries must be 0 or more")
     return max_retries, positive(timeout)
 
 
 def require_id(value: str, what: str = "task_id") -> str:
+    """*value* when it is a non-empty string (an id named *what*)."""
     if not isinstance(value, str) or not value:
         raise ValueError(f"{what} must be a non-empty string")
     return value

@@ -22,8 +22,7 @@ from starlette.applications import Starlette
 
 from apcore_a2a._egress import agents_class
 from apcore_a2a.client import A2AClient, A2AConnectionError, CrossOriginEndpointError
-from apcore_a2a.client._calls import Caller
-from apcore_a2a.client._names import OtherOrigins
+from apcore_a2a.client._calls import Caller, OtherOrigins
 from apcore_a2a.client.card import Endpoint
 from apcore_a2a.push.dns import AresResolver
 from tests._support import TLS, free_port, running_server
