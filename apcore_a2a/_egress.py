@@ -135,8 +135,9 @@ class NamePools:
     its answer's head was read (the server's idle timeout met it on the way; httpx's
     ``RemoteProtocolError``, ``ReadError``, ``WriteError``, which a garbled head on a kept
     connection raises too) is sent once more, at once, on the connection the pool gives
-    next, when it may be (:meth:`replayable`), as HTTP clients do (RFC 9110 §9.2.2): a
-    failure on a connection opened for it is not, nor is a second one."""
+    next, as HTTP clients do (RFC 9110 §9.2.2), when it may be: an idempotent method, or a
+    POST where *replay_posts* says, its body held in memory so that it can be sent whole
+    again. A failure on a connection opened for it is not, nor is a second one."""
 
     def __init__(
         self,
@@ -154,15 +155,6 @@ class NamePools:
         self._replay_posts = replay_posts
         self._pools: OrderedDict[str, _Pool] = OrderedDict()  # name -> its connections
         self._via: dict[str, httpx.AsyncHTTPTransport] = {}  # proxy URL -> its transport
-
-    def replayable(self, request: httpx.Request) -> bool:
-        """Whether *request* may be sent again after its kept connection closed unanswered:
-        an idempotent method (RFC 9110 §9.2.2), or a POST where *replay_posts* says; its
-        body held in memory, so it can be sent whole again."""
-        method_ok = request.method in IDEMPOTENT or (
-            self._replay_posts and request.method == "POST"
-        )
-        return method_ok and isinstance(request.stream, httpx.ByteStream)
 
     async def send(
         self,
@@ -199,7 +191,9 @@ class NamePools:
         self, transport: httpx.AsyncBaseTransport, request: httpx.Request
     ) -> httpx.Response:
         """*request* sent by *transport*, and once more when it went out on a kept
-        connection that closed before any answer and it is :meth:`replayable`."""
+        connection that closed before any answer, when it may be (the class docstring)."""
+        again = request.method in IDEMPOTENT or (self._replay_posts and request.method == "POST")
+        again = again and isinstance(request.stream, httpx.ByteStream)
         opened = False
         own = request.extensions.get("trace")
 
@@ -220,7 +214,7 @@ class NamePools:
             try:
                 return await transport.handle_async_request(first)
             except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError):
-                if opened or answered() or not self.replayable(request):
+                if opened or answered() or not again:
                     raise
         return await transport.handle_async_request(request)
 

@@ -357,7 +357,7 @@ def command(
     parser = subparsers.add_parser(
         name, help=help, epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    # arguments.refuse_blank names these as the usage shows them (URL, TASK_ID...)
+    # refuse_blank (cli/__init__.py) names these as the usage shows them (URL, TASK_ID...)
     parser.set_defaults(func=_run, body=body, positionals=("url", *positionals), waits=False)
     parser.add_argument("url", metavar="URL", help="base URL of the agent")
     for positional in positionals:

@@ -99,11 +99,6 @@ def parse_json(content: str | bytes | bytearray) -> tuple[Any, str | None]:
         return None, str(exc)
 
 
-def json_or_none(content: bytes | bytearray) -> Any:
-    """*content* as JSON, or ``None`` when it is not."""
-    return parse_json(content)[0]
-
-
 async def get_at_most(
     http: httpx.AsyncClient, url: str, limit: int, headers: Mapping[str, str] | None = None
 ) -> tuple[httpx.Response, bytearray, bool]:

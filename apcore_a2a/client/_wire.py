@@ -39,7 +39,6 @@ from apcore_a2a.client._bounded import (
     MAX_ANSWER_BYTES,
     MAX_ERROR_BYTES,
     decoded,
-    json_or_none,
     parse_json,
     read_at_most,
     too_large,
@@ -136,7 +135,7 @@ def refused(
     names, whatever the status and media type; else a bare 415 is the content type, 401/403
     refuse the caller, anything else is the connection's. *content* is its body, cut at
     :data:`MAX_ERROR_BYTES` unless *whole*: then its size is what it says."""
-    status, body = response.status_code, json_or_none(content) if whole else None
+    status, body = response.status_code, parse_json(content)[0] if whole else None
     error = body.get("error", body) if isinstance(body, dict) else None
     error = error if isinstance(error, dict) else {}
     if status not in (401, 403) and error:
@@ -171,7 +170,7 @@ def not_a_stream(
     refused too, not read as the one event: an agent that answers a stream so did not stream
     (a server taking the call for ``SendMessage``, a proxy), which the caller is told."""
     header = response.headers.get("content-type")
-    payload = json_or_none(content) if whole and is_json(header) else None
+    payload = parse_json(content)[0] if whole and is_json(header) else None
     error = payload.get("error") if isinstance(payload, dict) else None
     if binding == "JSONRPC" and isinstance(payload, dict) and error is not None:
         one_of_result_and_error(payload, False)

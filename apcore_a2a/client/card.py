@@ -28,7 +28,7 @@ from google.protobuf.json_format import MessageToDict, ParseDict
 from apcore_a2a._addresses import host_class
 from apcore_a2a._egress import agents_class, inward
 from apcore_a2a._text import echoed
-from apcore_a2a.client._bounded import get_at_most, json_or_none, parse_json
+from apcore_a2a.client._bounded import get_at_most, parse_json
 from apcore_a2a.client._translated import leaves_alone
 from apcore_a2a.client.errors import (
     A2ADiscoveryError,
@@ -219,7 +219,7 @@ class CardVerifier:
         except httpx.DecodingError:  # reached: what it answered is no key set
             problem = "cannot be decoded (not in its content encoding)"
         else:
-            document = json_or_none(body)
+            document = parse_json(body)[0]
             if response.status_code != 200:
                 problem = f"answers HTTP {response.status_code}"
             elif not whole:

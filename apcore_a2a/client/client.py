@@ -29,7 +29,7 @@ from apcore_a2a.client._bounded import (
     ACCEPT_ENCODING,
     MAX_ANSWER_BYTES,
     get_at_most,
-    json_or_none,
+    parse_json,
 )
 from apcore_a2a.client._calls import Caller
 from apcore_a2a.client._shapes import MessageInput
@@ -410,7 +410,7 @@ class A2AClient:
             raise refused(response, content, whole)
         if not whole:
             raise InvalidAgentResponseError(f"{url} answered more than {MAX_ANSWER_BYTES} bytes")
-        answer = json_or_none(content) if is_json(response.headers.get("content-type")) else None
+        answer = parse_json(content)[0] if is_json(response.headers.get("content-type")) else None
         if not isinstance(answer, dict) or not isinstance(answer.get("configs"), list):
             raise InvalidAgentResponseError(f"{url} did not answer a push status document")
         return answer
