@@ -35,8 +35,8 @@ from apcore_a2a.edge.keys import HASHED_PREFIX, hashed_key, stored_key, unstorab
 from apcore_a2a.upstream.list_timestamps import timestamp_error
 from apcore_a2a.upstream.page_tokens import BAD_TOKEN, page_cursor
 
-H = TypeVar("H")
-R = TypeVar("R")
+#: a request handler method ``(self, params, context)``
+M = TypeVar("M", bound=Callable[..., Coroutine[Any, Any, Any]])
 
 
 class StoredFields:
@@ -99,12 +99,7 @@ def hold_owners(store: DatabaseTaskStore) -> None:
         store.owner_resolver = HeldOwner(store.owner_resolver, _length(store, "owner"))
 
 
-def held_ids(
-    *names: str,
-) -> Callable[
-    [Callable[[H, Any, ServerCallContext], Coroutine[Any, Any, R]]],
-    Callable[[H, Any, ServerCallContext], Coroutine[Any, Any, R]],
-]:
+def held_ids(*names: str) -> Callable[[M], M]:
     """A request handler method ``(params, context)`` that answers a request whose field
     *names* holds an id no store can hold (a NUL: PostgreSQL text has none; a lone
     surrogate) as one naming nothing, without asking any store: ``TaskNotFoundError``
@@ -113,11 +108,9 @@ def held_ids(
     forms naming such a task, or a ``statusTimestampAfter`` no ``Timestamp`` holds
     (``upstream/list_timestamps.py``), is invalid params."""
 
-    def wrap(
-        method: Callable[[H, Any, ServerCallContext], Coroutine[Any, Any, R]],
-    ) -> Callable[[H, Any, ServerCallContext], Coroutine[Any, Any, R]]:
+    def wrap(method: M) -> M:
         @functools.wraps(method)
-        async def held(self: H, params: Any, context: ServerCallContext) -> R:
+        async def held(self: Any, params: Any, context: ServerCallContext) -> Any:
             listing = isinstance(params, ListTasksRequest)
             if listing and params.page_token:
                 _check_token(params.page_token)
@@ -130,9 +123,9 @@ def held_ids(
             if params.HasField("page_size"):
                 validate_page_size(params.page_size)
             size = params.page_size or DEFAULT_LIST_TASKS_PAGE_SIZE
-            return cast("R", ListTasksResponse(page_size=size))
+            return ListTasksResponse(page_size=size)
 
-        return held
+        return cast("M", held)
 
     return wrap
 
