@@ -8,7 +8,7 @@ protobuf size; its latest event is kept whatever its size). A follow-up logs the
 history and all: that event replaces the task's earlier ones, so the log holds one copy of
 its history, not one per turn.
 The log keeps the events of a bounded number of tasks: a new task's log takes the place of
-the least recently active log of the caller holding the most (``owner_queues.py``, as the
+the least recently active log of the caller holding the most (``memory.py``, as the
 memory task store evicts), so one caller's quick tasks replace its own logs, not the log a
 parked task of another caller will be resumed from. All the logs together hold at most
 ``total_bytes``: past it, finished tasks' logs go first, the earliest finished first, then
@@ -34,8 +34,8 @@ from apcore_a2a.edge.call import record_of
 from apcore_a2a.upstream.sql_task_rows import version_number
 
 from ._wakeups import WakeHub
+from .memory import OwnerQueues
 from .observed import copy_task
-from .owner_queues import OwnerQueues
 
 
 class MemoryEventLog:
