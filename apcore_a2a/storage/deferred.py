@@ -35,9 +35,9 @@ from apcore_a2a.upstream.sql_task_rows import TaskRows
 
 from ._pg_writer import PgInsert, PgWriter
 from ._replicas import ReplicaRegistry
-from .group_commit import GroupCommit
 from .observed import Layer, copy_task
 from .outages import is_outage
+from .streamed import GroupCommit
 
 logger = logging.getLogger(__name__)
 

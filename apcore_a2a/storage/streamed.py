@@ -13,7 +13,7 @@ A save of a task already stored is the SDK's compare-and-swap in Core statements
 event inserted ``RETURNING seq`` (noted in :attr:`ChunkedTaskStore.seqs`: the stream
 names its SSE id without a read); a cancel, which the SDK orders against the task's
 state, is too, so that it changes only the state of a task saved since it was read.
-Concurrent tasks' saves share a transaction (``group_commit.py``) taken in task id order,
+Concurrent tasks' saves share a transaction (:class:`GroupCommit`) taken in task id order,
 so two replicas' batches lock in one order (``docs/storage.md``, *What a streamed event
 costs*).
 """
@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar, cast
+from typing import Any, Generic, TypeVar, cast
 
 from a2a.server.agent_execution.active_task import TERMINAL_TASK_STATES
 from a2a.server.cluster import (
@@ -56,8 +56,8 @@ from apcore_a2a.upstream.sql_task_rows import TaskRows, version_number
 from apcore_a2a.upstream.unreadable_rows import read_rows_safely
 
 from .event_index import of_task
-from .group_commit import GroupCommit
 from .listing import TaskPages
+from .outages import is_outage
 
 _RUNNING = frozenset({TaskState.TASK_STATE_SUBMITTED, TaskState.TASK_STATE_WORKING})
 #: the stored spelling of a finished task's state (``status.state`` of a 1.0 row)
@@ -304,3 +304,73 @@ def _take_out(task: Task, event: TaskArtifactUpdateEvent) -> None:
         if artifact.artifact_id == artifact_id:
             del artifact.parts[:]
             return
+
+
+#: Most items in one transaction (keeps statements well under SQLite's parameter limit).
+MAX_BATCH = 500
+
+
+class GroupCommit(Generic[_T]):
+    """Items handed to :meth:`submit` are written by *write*, in batches: the saves that
+    gather while one transaction runs share the next one.
+
+    N concurrent callers pay for a few commits (one WAL flush, one SQLite write lock each)
+    instead of N. A batch that fails for any reason but an outage is written again item by
+    item, so only the bad item's caller gets the error (issue 40). *write* may also answer
+    each item on its own: a list of outcomes (a value, or an exception its caller raises).
+    """
+
+    def __init__(self, write: Callable[[list[_T]], Awaitable[list[Any] | None]]) -> None:
+        self._write = write
+        self._queue: list[tuple[_T, asyncio.Future[Any]]] = []
+        self._writer: asyncio.Task[None] | None = None
+
+    async def submit(self, item: _T) -> Any:
+        """Write *item*; returns its outcome once its transaction has committed (or raises
+        its error)."""
+        done: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._queue.append((item, done))
+        if self._writer is None:
+            self._writer = asyncio.ensure_future(self._write_all())
+        return await done
+
+    async def aclose(self) -> None:
+        """Wait for the batch under way (its callers get its outcome)."""
+        if self._writer is not None:
+            await asyncio.wait({self._writer})
+
+    async def _write_all(self) -> None:
+        try:
+            while self._queue:
+                batch, self._queue = self._queue[:MAX_BATCH], self._queue[MAX_BATCH:]
+                await self._commit(batch)
+        finally:
+            self._writer = None
+            for _, done in self._queue:  # only if the writer itself was canceled
+                if not done.done():
+                    done.cancel()
+            self._queue = []
+
+    async def _commit(self, batch: list[tuple[_T, asyncio.Future[Any]]]) -> None:
+        outcome: BaseException | None = None
+        answers: list[Any] | None = None
+        try:
+            answers = await self._write([item for item, _ in batch])
+        except Exception as exc:
+            if len(batch) > 1 and not is_outage(exc):
+                for one in batch:
+                    await self._commit([one])
+                return
+            outcome = exc
+        except BaseException as exc:  # canceled: every caller learns it, then it goes on
+            outcome = exc
+        for index, (_, done) in enumerate(batch):
+            if done.done():
+                continue
+            answer = outcome if answers is None else answers[index]
+            if isinstance(answer, BaseException):
+                done.set_exception(answer)
+            else:
+                done.set_result(answer)
+        if outcome is not None and not isinstance(outcome, Exception):
+            raise outcome
