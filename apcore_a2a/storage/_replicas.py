@@ -107,6 +107,11 @@ def db_seconds(engine: AsyncEngine) -> Any:
     return (func.julianday("now") - 2440587.5) * 86400.0
 
 
+def live_ids(cutoff: Any) -> Any:
+    """The ids of the replicas whose heartbeat is after *cutoff* (a select)."""
+    return select(_R.replica_id).where(_R.heartbeat_at > cutoff)
+
+
 def upsert_of(engine: AsyncEngine) -> Any:
     """The ``insert`` of *engine*'s dialect, which has ``on_conflict_do_*`` (PostgreSQL's or
     SQLite's)."""

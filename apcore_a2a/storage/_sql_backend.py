@@ -22,7 +22,6 @@ from a2a.server.models import (
 )
 from a2a.types import Task, TaskState, TaskStatusUpdateEvent
 from sqlalchemy import and_, delete, or_, select, text
-from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from apcore_a2a.errors import TaskUnreadableError
@@ -33,7 +32,7 @@ from ._replicas import (
     ReplicaRegistry,
     claimants_table,
     claims_table,
-    replicas_table,
+    live_ids,
     turns_table,
 )
 from ._urls import (
@@ -47,7 +46,7 @@ from ._urls import (
 from .followers import FOLLOW_SCOPE
 from .memory import OwnerUser
 from .observed import copy_task
-from .outages import UNAVAILABLE as _UNAVAILABLE
+from .outages import DB_ERRORS, reason
 from .quota_slots import PUSH_SCOPE, TASK_SCOPE, slots_table
 from .retention import BATCH, STATE, finished_table, note, purge
 from .running import RUNNING, mark_failed, running_tasks
@@ -82,7 +81,6 @@ SELECT 'the CONNECTION LIMIT of database ' || quote_ident(current_database()),
        (SELECT count(*) FROM open WHERE datname = current_database())
 FROM pg_database WHERE datname = current_database()
 """
-_DB_ERRORS: tuple[type[BaseException], ...] = (*_UNAVAILABLE, DBAPIError)
 
 
 @dataclass(eq=False)
@@ -149,7 +147,7 @@ class SqlBackend:
                 # this replica has beaten for a replica timeout (docs/storage.md).
                 running = _orphaned(running, self.registry.dead_cutoff())
             await self._fail(running)
-        except _DB_ERRORS as exc:
+        except DB_ERRORS as exc:
             # Wrong password, missing database, no permission: the store is unusable
             # either way, and the operator needs the reason, not a traceback.
             await self.owner.release()
@@ -185,7 +183,7 @@ class SqlBackend:
             try:
                 async with asyncio.timeout(PING_TIMEOUT):
                     await self.registry.deregister()
-            except _DB_ERRORS:
+            except DB_ERRORS:
                 logger.warning("could not deregister replica %s", self.registry.replica_id)
         self._started = False
         # A connection may still be on its way back (the pool rolls it back in a task of its
@@ -205,7 +203,7 @@ class SqlBackend:
         try:
             async with asyncio.timeout(PING_TIMEOUT):
                 await read(self.engine, text("SELECT 1"))
-        except _DB_ERRORS as exc:
+        except DB_ERRORS as exc:
             raise self._unavailable(exc) from None
 
     async def check_connections(self) -> None:
@@ -220,7 +218,7 @@ class SqlBackend:
         need = workers * per_process
         try:
             limits = await read(self.engine, text(_LIMITS))
-        except _DB_ERRORS as exc:
+        except DB_ERRORS as exc:
             raise self._unavailable(exc) from None
         for what, limit, open_now in limits:
             free = limit - open_now + 1  # +1: the connection asking is one of the pool's
@@ -276,7 +274,7 @@ class SqlBackend:
                 await asyncio.sleep(interval)
                 try:
                     await work()
-                except _DB_ERRORS as exc:
+                except DB_ERRORS as exc:
                     logger.warning("%s failed: %s", what, type(exc).__name__)
 
         self._loops.append(asyncio.create_task(loop(), name=f"apcore-a2a-store-{name}"))
@@ -368,17 +366,13 @@ class SqlBackend:
             logger.info("deleted %d finished task(s) past retention", deleted)
 
     def _unavailable(self, exc: BaseException) -> StoreUnavailableError:
-        cause = getattr(exc, "orig", None) or exc
-        detail = str(cause).splitlines()[0][:200] if str(cause) else ""
+        why = reason(exc)
         password = self.store_url.url.password if self.store_url.url is not None else None
         if password:
-            detail = detail.replace(str(password), "***")
-        reason = f"{type(cause).__name__}: {detail}" if detail else type(cause).__name__
-        if "unsupported startup parameter" in detail:  # PgBouncer's word
-            reason += "; behind PgBouncer in transaction mode add ?pgbouncer=true to the URL"
-        return StoreUnavailableError(
-            f"task store {self.store_url.display} is unreachable ({reason})"
-        )
+            why = why.replace(str(password), "***")
+        if "unsupported startup parameter" in why:  # PgBouncer's word
+            why += "; behind PgBouncer in transaction mode add ?pgbouncer=true to the URL"
+        return StoreUnavailableError(f"task store {self.store_url.display} is unreachable ({why})")
 
 
 # -- recovery ------------------------------------------------------------------
@@ -407,8 +401,7 @@ def _orphaned(running: Any, dead_cutoff: Any) -> Any:
     """The *running* tasks (``running_tasks``) whose claim is missing or names a replica
     without a row (retired) or whose heartbeat is at or before *dead_cutoff*
     (``ReplicaRegistry.dead_cutoff``)."""
-    live = select(replicas_table.c.replica_id).where(replicas_table.c.heartbeat_at > dead_cutoff)
     claim = claims_table.c.replica_id
     return running.outerjoin(claims_table, claims_table.c.task_id == TaskModel.id).where(
-        or_(claim.is_(None), claim.not_in(live.scalar_subquery()))
+        or_(claim.is_(None), claim.not_in(live_ids(dead_cutoff).scalar_subquery()))
     )

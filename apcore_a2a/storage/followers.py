@@ -16,7 +16,7 @@ import secrets
 
 from sqlalchemy import exists, insert, select
 
-from ._replicas import replicas_table
+from ._replicas import live_ids
 from .outages import guarded
 from .quota_slots import SqlQuotaSlots, slots_table
 
@@ -62,14 +62,11 @@ class StreamFollowers:
 
     async def elsewhere(self, task_id: str) -> bool:
         """Whether a live replica other than this one streams *task_id* now."""
-        live = select(replicas_table.c.replica_id).where(
-            replicas_table.c.heartbeat_at > self.registry.dead_cutoff()
-        )
         found = exists().where(
             _S.scope == FOLLOW_SCOPE,
             _S.subject == task_id,
             _S.replica_id != self.registry.replica_id,
-            _S.replica_id.in_(live),
+            _S.replica_id.in_(live_ids(self.registry.dead_cutoff())),
         )
         try:
             async with self.engine.connect() as conn:

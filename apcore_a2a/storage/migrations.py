@@ -12,6 +12,7 @@ from __future__ import annotations
 from importlib.resources import files
 from typing import Any
 
+from a2a.server.tasks import DatabaseTaskStore
 from sqlalchemy import inspect
 
 from . import quota_slots, retention  # noqa: F401  (their tables join METADATA)
@@ -37,7 +38,7 @@ async def upgrade_database(task_store_url: str) -> list[str]:
         raise ValueError(
             f"{store_url.display} keeps tasks in memory; there is no schema to upgrade"
         )
-    from a2a.server.tasks import DatabasePushNotificationConfigStore, DatabaseTaskStore
+    from a2a.server.tasks import DatabasePushNotificationConfigStore
 
     check_sqlite_folder(store_url)
     engine = create_engine(store_url)
@@ -50,10 +51,7 @@ async def upgrade_database(task_store_url: str) -> list[str]:
         async with engine.begin() as conn:
             old_rev, new_rev = await conn.run_sync(_run_sdk_migrations)
             await conn.run_sync(METADATA.create_all)
-        await create_index(tasks)  # the context check's (contexts.py)
-        await create_event_index(engine)  # a task's events (event_index.py)
-        await create_state_index(tasks)  # ListTasks filtered by status (listing.py)
-        await create_running_index(engine)  # restart recovery (running.py)
+        await create_indexes(tasks)
         async with engine.connect() as conn:
             after = set(await conn.run_sync(lambda c: inspect(c).get_table_names()))
     finally:
@@ -69,6 +67,14 @@ async def upgrade_database(task_store_url: str) -> list[str]:
     if not created and old_rev == new_rev:
         lines.append("schema is up to date")
     return lines
+
+
+async def create_indexes(tasks: DatabaseTaskStore) -> None:
+    """Create the indexes of the agent's reads on *tasks*' tables unless they exist."""
+    await create_index(tasks)  # the context check's (contexts.py)
+    await create_event_index(tasks.engine)  # a task's events (event_index.py)
+    await create_state_index(tasks)  # ListTasks filtered by status (listing.py)
+    await create_running_index(tasks.engine)  # restart recovery (running.py)
 
 
 def _sdk_scripts() -> tuple[Any, Any]:

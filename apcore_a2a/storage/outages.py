@@ -36,6 +36,9 @@ UNAVAILABLE: tuple[type[BaseException], ...] = (
 )
 
 
+#: What a start step or a probe reports as the store's failure (any other error propagates).
+DB_ERRORS: tuple[type[BaseException], ...] = (*UNAVAILABLE, DBAPIError)
+
 #: SQLSTATE classes of a server that cannot take (more) work now: connection exceptions,
 #: insufficient resources (``too many connections for role``/``for database``), shutdown.
 _BUSY_STATES = ("08", "53", "57P")
@@ -52,6 +55,13 @@ def is_outage(exc: BaseException) -> bool:
         getattr(cause, "__cause__", None), "sqlstate", ""
     )
     return exc.connection_invalidated or str(state).startswith(_BUSY_STATES)
+
+
+def reason(exc: BaseException) -> str:
+    """*exc* in one short line: the database's error class and the first line of its text."""
+    error = getattr(exc, "orig", None) or exc
+    detail = str(error).splitlines()[0][:200] if str(error) else ""
+    return f"{type(error).__name__}: {detail}" if detail else type(error).__name__
 
 
 async def guarded(call: Awaitable[_T]) -> _T:

@@ -15,16 +15,12 @@ import logging
 
 from a2a.server.tasks import DatabaseTaskStore, TaskStore
 from sqlalchemy import text
-from sqlalchemy.exc import DBAPIError
 
 from ._urls import index_sql, raced
 from .contexts import context_index
 from .index_check import index_covers
 from .listing import state_index
-from .outages import UNAVAILABLE
-
-#: what a failed index creation is logged for (any other error fails the start)
-_DB_ERRORS: tuple[type[BaseException], ...] = (*UNAVAILABLE, DBAPIError)
+from .outages import DB_ERRORS, reason
 
 logger = logging.getLogger(__name__)
 
@@ -69,12 +65,12 @@ async def start_own_store(store: TaskStore, *, paged: bool, retention_seconds: f
 
     try:
         await raced(store.initialize)  # other agents may be starting on the table too
-    except _DB_ERRORS as exc:
+    except DB_ERRORS as exc:
         # Not fatal: the store tries again at each call (rights granted, the database up).
         logger.error(
             "task store: could not create the application's table %r (%s); every call on a "
             "task fails until it exists",
-            *(table, _reason(exc)),
+            *(table, reason(exc)),
         )
         return
 
@@ -98,11 +94,11 @@ async def start_own_store(store: TaskStore, *, paged: bool, retention_seconds: f
 
     try:
         await raced(create)  # other agents may be starting on the table too
-    except _DB_ERRORS as exc:
+    except DB_ERRORS as exc:
         logger.warning(
             "task store: could not create the indexes of the application's table %r (%s); "
             "its lists and context checks read the caller's tasks until they exist: %s",
-            *(table, _reason(exc), statements),
+            *(table, reason(exc), statements),
         )
         return
     for name, _table, columns in indexes:
@@ -118,9 +114,3 @@ async def start_own_store(store: TaskStore, *, paged: bool, retention_seconds: f
             "task store: the application's table %r reads the indexes %s",
             *(table, ", ".join(read)),
         )
-
-
-def _reason(exc: BaseException) -> str:
-    """*exc* in one short line: the database's error class and the first line of its text."""
-    error = getattr(exc, "orig", None) or exc
-    return type(error).__name__ + "".join(f": {x[:200]}" for x in str(error).splitlines()[:1])

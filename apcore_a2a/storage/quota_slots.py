@@ -30,7 +30,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from apcore_a2a.edge.keys import stored_key
 
-from ._replicas import ReplicaRegistry, replicas_table
+from ._replicas import ReplicaRegistry, live_ids
 from ._slot_renames import RETRY_SECONDS, SlotRenames, rename_row
 from ._slot_rows import PUSH_SCOPE as PUSH_SCOPE  # named here too, as it always was
 from ._slot_rows import (
@@ -340,9 +340,7 @@ class SqlQuotaSlots:
         # Dead by the rule of orphan recovery, not just an old heartbeat: after a stall no
         # replica could beat through, every heartbeat is old, this replica's own too, and
         # freeing the live replicas' slots would let more requests in than the quota.
-        live = select(replicas_table.c.replica_id).where(
-            replicas_table.c.heartbeat_at > self.registry.dead_cutoff()
-        )
+        live = live_ids(self.registry.dead_cutoff())
         mine = self.registry.replica_id
         of_subject = (_S.scope == scope) & (_S.subject == subject)
         # Read first, compared after: a row of a take under way here is known before its

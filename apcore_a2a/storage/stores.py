@@ -27,8 +27,7 @@ from ._urls import (
     create_engine,
     parse_store_url,
 )
-from .contexts import ContextGuard, create_index, sql_others
-from .event_index import create_event_index
+from .contexts import ContextGuard, sql_others
 from .event_log import MemoryEventLog
 from .fields import StoredFields, hold_owners
 from .memory import BoundedMemoryTaskStore
@@ -276,12 +275,11 @@ def _sql_stores(url: StoreURL, settings: Settings) -> Stores:
     from ._sql_backend import SqlBackend
     from ._wakeups import WakingTaskEventStream
     from .deferred import DeferredWrites
-    from .listing import create_state_index
     from .lost_saves import LostSaves
+    from .migrations import create_indexes
     from .outages import GuardedPushStore, guarded
     from .quota_slots import SqlQuotaSlots
     from .retention import FinishedNotes
-    from .running import create_running_index
     from .streamed import ChunkedTaskStore
     from .turns import SqlTurnClaims
 
@@ -307,10 +305,6 @@ def _sql_stores(url: StoreURL, settings: Settings) -> Stores:
     versioned = ChunkedTaskStore(engine)
     db = versioned.as_task_store
     assert isinstance(db, DatabaseTaskStore)
-    index = functools.partial(create_index, db)  # the context check's (contexts.py)
-    event_index = functools.partial(create_event_index, engine)  # a task's events (event_index.py)
-    state_index = functools.partial(create_state_index, db)  # ListTasks by status (listing.py)
-    running_index = functools.partial(create_running_index, engine)  # recovery (running.py)
     events = WakingTaskEventStream(
         engine,
         url,
@@ -329,24 +323,20 @@ def _sql_stores(url: StoreURL, settings: Settings) -> Stores:
         turns = SqlTurnClaims(engine, registry)
         slots = SqlQuotaSlots(engine, registry)
     writes = DeferredWrites(versioned, registry, pg_writer=pg_writer)
-    closers: list[Callable[[], Awaitable[None]]] = [writes.aclose, versioned.aclose, events.aclose]
     # Retention's notes of tasks saved finished (retention.py), in single mode too.
     notes = FinishedNotes(engine) if settings.task_retention_seconds else None
-    closers += [notes.aclose] if notes else []
+    parts = (writes, versioned, events, notes, turns, slots)
     sql = SqlBackend(
         url,
         engine,
         versioned,
         [
             versioned.initialize,
-            index,
             events.initialize,
             push_store.initialize,
-            event_index,
-            state_index,
-            running_index,
+            functools.partial(create_indexes, db),  # of the agent's reads (migrations.py)
         ],
-        closers + ([turns.aclose] if turns else []) + ([slots.aclose] if slots else []),
+        [part.aclose for part in parts if part is not None],
         retention_seconds=settings.task_retention_seconds,
         poll_interval=settings.cluster_poll_interval,
         connections=(url.pool_size + len(held) - 1, settings.workers, " + ".join(held)),

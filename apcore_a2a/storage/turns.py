@@ -31,7 +31,7 @@ from ._replicas import (
     claimants_table,
     claims_table,
     db_seconds,
-    replicas_table,
+    live_ids,
     turns_table,
     upsert_of,
 )
@@ -174,8 +174,7 @@ class SqlTurnClaims:
         key = (task.id, turn[:64])
         self._claiming[key] += 1
         try:
-            async with self._engine.begin() as conn:
-                await _forget(conn, task.id, turn, self._registry.replica_id)
+            await self._forget(task.id, turn)
         except BaseException:
             self._free_later(task.id, turn[:64])
             raise
@@ -198,9 +197,11 @@ class SqlTurnClaims:
         deletes it, the other finds nothing to delete. An unnamed claim met for the first
         time is noted."""
         cutoff = self._registry.dead_cutoff()
-        live = select(replicas_table.c.replica_id).where(replicas_table.c.heartbeat_at > cutoff)
         by = claimants_table.c
-        unheld = [by.replica_id.not_in(live), and_(by.replica_id.is_(None), by.since <= cutoff)]
+        unheld = [
+            by.replica_id.not_in(live_ids(cutoff)),
+            and_(by.replica_id.is_(None), by.since <= cutoff),
+        ]
         # This call is one of the claims under way: none other, and none held.
         if self._held.get(task_id, "")[:64] != turn and self._claiming[task_id, turn] == 1:
             unheld.append(by.replica_id == self._registry.replica_id)
@@ -297,8 +298,7 @@ class SqlTurnClaims:
         # the claim of its next wait from the replica that made it; and only while it names
         # this replica, which tells whether it still stood.
         try:
-            async with self._engine.begin() as conn:
-                return await _forget(conn, task_id, turn, self._registry.replica_id)
+            return await self._forget(task_id, turn)
         except Exception as exc:  # the row stays until retention deletes the task
             logger.warning("turn claim of task %s not deleted: %s", task_id, type(exc).__name__)
             return True  # not known: the run goes on (docs/storage.md, Taking over a turn claim)
@@ -319,8 +319,7 @@ class SqlTurnClaims:
             if not self._claiming[key]:  # else a claim here may take it over: see after it
                 self._claiming[key] += 1  # under way: no claim here takes it for a lost one
                 try:
-                    async with self._engine.begin() as conn:
-                        await _forget(conn, task_id, turn, self._registry.replica_id)
+                    await self._forget(task_id, turn)
                     return
                 except Exception as exc:
                     logger.info(
@@ -339,20 +338,17 @@ class SqlTurnClaims:
         if self._releases or frees:
             await asyncio.gather(*self._releases, *frees, return_exceptions=True)
 
-
-async def _forget(
-    conn: AsyncConnection, task_id: str, turn: str, replica: str | None = None
-) -> bool:
-    """Delete the claim of *task_id*'s *turn* (stored cut to its column) and its claimant;
-    given *replica*, only a claim naming it (not one another replica took over). Whether a
-    claim was deleted."""
-    by = claimants_table.c
-    of_turn = (by.task_id == task_id) & (by.turn == turn[:64])
-    named = [by.replica_id == replica] if replica is not None else []
-    rows = turns_table.c
-    claim = (rows.task_id == task_id) & (rows.turn == turn[:64])
-    if named:
-        claim &= exists().where(of_turn, *named)
-    deleted = (await conn.execute(delete(turns_table).where(claim))).rowcount
-    await conn.execute(delete(claimants_table).where(of_turn, *named))
-    return bool(deleted)
+    async def _forget(self, task_id: str, turn: str) -> bool:
+        """Delete the claim of *task_id*'s *turn* (stored cut to its column) and its
+        claimant, only while it names this replica (not one another replica took over).
+        Whether a claim was deleted."""
+        by = claimants_table.c
+        of_turn = (by.task_id == task_id) & (by.turn == turn[:64])
+        named = by.replica_id == self._registry.replica_id
+        rows = turns_table.c
+        claim = (rows.task_id == task_id) & (rows.turn == turn[:64])
+        claim &= exists().where(of_turn, named)
+        async with self._engine.begin() as conn:
+            deleted = (await conn.execute(delete(turns_table).where(claim))).rowcount
+            await conn.execute(delete(claimants_table).where(of_turn, named))
+        return bool(deleted)
