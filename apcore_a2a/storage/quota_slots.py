@@ -8,7 +8,7 @@ dead replica's, when a subject is full: dead as orphan recovery judges it,
 ``ReplicaRegistry.dead_cutoff``; a live replica's own that it no longer knows, its free or
 take cut off, then too), or at once when its replica stops cleanly. A slot renamed to a task
 id lives until the task gives it back, or recovery fails the task; a rename the database did
-not take is retried (``_slot_renames.py``). A take meeting another's count of a caller's
+not take is retried (``_slot_rows.py``). A take meeting another's count of a caller's
 rows waits for it holding no pooled connection (``_slot_waits.py``). A replica whose beats
 resume after a break takes again the slots of its leases freed meanwhile (``_recount``).
 """
@@ -31,12 +31,14 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from apcore_a2a.edge.keys import stored_key
 
 from ._replicas import ReplicaRegistry, live_ids
-from ._slot_renames import RETRY_SECONDS, SlotRenames, rename_row
 from ._slot_rows import PUSH_SCOPE as PUSH_SCOPE  # named here too, as it always was
 from ._slot_rows import (
+    RETRY_SECONDS,
     SUBJECT_CHARS,
     TAKE_SLOT,
     TURN,
+    SlotRenames,
+    rename_row,
     retake,
     rows_past,
     still_mine,
@@ -77,7 +79,7 @@ class SqlQuotaSlots:
         #: the rows leased to this replica that this process knows (taken, or being taken,
         #: idle, or waiting for their rename); any other is an orphan (:meth:`_reclaim`)
         self._held: set[str] = set()
-        #: the renames to tasks, and their retries (``_slot_renames.py``)
+        #: the renames to tasks, and their retries (``_slot_rows.py``)
         self._renames = SlotRenames(engine, self._held, self._start)
         #: the trims of idle leases, and the retry of the renames
         self._background: set[asyncio.Task[None]] = set()
