@@ -275,11 +275,11 @@ def _sql_stores(url: StoreURL, settings: Settings) -> Stores:
     from ._sql_backend import SqlBackend
     from ._wakeups import WakingTaskEventStream
     from .deferred import DeferredWrites
-    from .lost_saves import LostSaves
     from .migrations import create_indexes
     from .outages import GuardedPushStore, guarded
     from .quota_slots import SqlQuotaSlots
     from .retention import FinishedNotes
+    from .running import LostSaves
     from .streamed import ChunkedTaskStore
     from .turns import SqlTurnClaims
 
@@ -368,7 +368,7 @@ def _sql_stores(url: StoreURL, settings: Settings) -> Stores:
     if notes is not None:
         stores.on_save(notes.saved)
     # A save whose answer was lost leaves its task as it saved it, with no run: failed
-    # once the database answers (lost_saves.py).
+    # once the database answers (running.py).
     lost = LostSaves(stores.task_store, settings.cluster_poll_interval)
     stores.on_unsaved(lost.unsaved)
     sql.closers.insert(0, lost.aclose)
