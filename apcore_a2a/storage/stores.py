@@ -80,7 +80,7 @@ class Stores:
     contexts: ContextGuard = field(default_factory=lambda: ContextGuard(None, resolve_user_scope))
     _backend: SqlBackend | None = field(default=None, repr=False)
     _memory: BoundedMemoryTaskStore | None = field(default=None, repr=False)
-    #: an application's own store: what its start does (``own_store.py``)
+    #: an application's own store: what its start does (``listing.py``)
     _own_start: Callable[[], Awaitable[None]] | None = field(default=None, repr=False)
 
     def on_save(self, listener: SaveListener) -> Callable[[], None]:
@@ -152,7 +152,7 @@ class Stores:
         """Create missing tables, fail tasks a dead process left running, start loops;
         :class:`StoreUnavailableError` when the database cannot be reached or cannot take
         the connections this agent would open (PostgreSQL). An application's own store:
-        the indexes of its table where the agent may create them (``own_store.py``)."""
+        the indexes of its table where the agent may create them (``listing.py``)."""
         if self._backend is not None:
             await self._backend.start()
         elif self._own_start is not None:
@@ -216,7 +216,7 @@ def open_stores(task_store: str | TaskStore, settings: Settings) -> Stores:
             owner_of = getattr(store, "owner_resolver", resolve_user_scope)
             stores.contexts = ContextGuard(None, owner_of)
         if store is task_store:  # the application's own
-            from .own_store import start_own_store
+            from .listing import start_own_store
 
             retention = settings.task_retention_seconds or 0.0
             stores._own_start = functools.partial(
