@@ -78,6 +78,7 @@ class WakeHub:
         self.on_first: list[Callable[[], None]] = []
 
     def register(self, task_id: str) -> Waiter:
+        """A new subscriber of *task_id* (the first of all starts the watchers and polls)."""
         first = not self.waiters
         waiter = Waiter()
         self.waiters.setdefault(task_id, set()).add(waiter)

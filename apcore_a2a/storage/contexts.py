@@ -17,14 +17,13 @@ from a2a.types import SendMessageRequest
 from a2a.utils.errors import InvalidParamsError
 from sqlalchemy import and_, bindparam, exists, select
 
-from ._urls import create_index as create_sql_index
-from ._urls import drop_index as drop_sql_index
 from ._urls import index_name
 
 #: The index the SQL check reads (``tasks``: the SDK's table has none on ``context_id``);
 #: its third column orders a page of ``ListTasks`` filtered by ``contextId`` (``listing.py``).
 INDEX_NAME = index_name("tasks", "context_owner_updated_id")
-#: The index this one replaced (``context_id, owner``): dropped where it exists.
+#: The index this one replaced (``context_id, owner``, a prefix of it): dropped where it
+#: exists, one index less to write at every save.
 OLD_INDEX_NAME = "ix_apcore_a2a_tasks_context_owner"
 #: Whether a context holds a task of an owner other than the one given.
 Others = Callable[[str, str], Awaitable[bool]]
@@ -125,10 +124,3 @@ def context_index(store: DatabaseTaskStore) -> tuple[str, str, str]:
         table,
         "context_id, owner, last_updated, id",
     )
-
-
-async def create_index(store: DatabaseTaskStore) -> None:
-    """Create :func:`context_index` unless it exists, and drop :data:`OLD_INDEX_NAME` (a
-    prefix of it on ``tasks``: one index less to write at every save)."""
-    await create_sql_index(store.engine, *context_index(store))
-    await drop_sql_index(store.engine, OLD_INDEX_NAME)

@@ -16,9 +16,6 @@ from typing import Any
 
 from a2a.server.models import TaskEventModel as _E
 from sqlalchemy import and_, select
-from sqlalchemy.ext.asyncio import AsyncEngine
-
-from ._urls import create_index
 
 INDEX_NAME = "ix_apcore_a2a_task_events_task_seq"
 
@@ -40,8 +37,3 @@ def latest(task_id: str) -> Any:
     """The statement of *task_id*'s latest event id (``seq``): one index entry (narrow it
     with ``.where``: the latest of those)."""
     return select(_E.seq).where(of_task(task_id)).order_by(*in_order(newest_first=True)).limit(1)
-
-
-async def create_event_index(engine: AsyncEngine) -> None:
-    """Create :data:`INDEX_NAME` on the event table unless it exists."""
-    await create_index(engine, INDEX_NAME, _E.__tablename__, "task_id, seq")

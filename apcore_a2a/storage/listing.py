@@ -49,7 +49,6 @@ from apcore_a2a.errors import TaskUnreadableError
 from apcore_a2a.upstream.page_tokens import BAD_TOKEN, page_cursor
 from apcore_a2a.upstream.sql_task_rows import TaskRows
 
-from ._urls import create_index as create_sql_index
 from ._urls import index_covers, index_name, index_sql, raced
 from .contexts import context_index
 from .outages import DB_ERRORS, reason
@@ -86,11 +85,6 @@ def state_index(store: DatabaseTaskStore) -> tuple[str, str, str]:
     table = store.task_model.__tablename__
     columns = f"owner, ({state_sql(store.engine.dialect.name)}), last_updated, id"
     return index_name(table, "owner_state_updated_id"), table, columns
-
-
-async def create_state_index(store: DatabaseTaskStore) -> None:
-    """Create :func:`state_index` unless it exists."""
-    await create_sql_index(store.engine, *state_index(store))
 
 
 def pages_of(store: DatabaseTaskStore) -> TaskStore:

@@ -17,11 +17,12 @@ from sqlalchemy import inspect
 
 from . import quota_slots, retention  # noqa: F401  (their tables join METADATA)
 from ._replicas import METADATA
-from ._urls import check_sqlite_folder, create_engine, parse_store_url
-from .contexts import create_index
-from .event_index import create_event_index
-from .listing import create_state_index
-from .running import create_running_index
+from ._urls import check_sqlite_folder, create_engine, create_index, drop_index, parse_store_url
+from .contexts import OLD_INDEX_NAME, context_index
+from .event_index import INDEX_NAME as EVENT_INDEX
+from .listing import state_index
+from .running import INDEX_NAME as RUNNING_INDEX
+from .running import PREDICATE as RUNNING
 
 #: The Alembic version table the a2a-sdk's migrations use.
 SDK_VERSION_TABLE = "a2a_alembic_version"
@@ -70,11 +71,15 @@ async def upgrade_database(task_store_url: str) -> list[str]:
 
 
 async def create_indexes(tasks: DatabaseTaskStore) -> None:
-    """Create the indexes of the agent's reads on *tasks*' tables unless they exist."""
-    await create_index(tasks)  # the context check's (contexts.py)
-    await create_event_index(tasks.engine)  # a task's events (event_index.py)
-    await create_state_index(tasks)  # ListTasks filtered by status (listing.py)
-    await create_running_index(tasks.engine)  # restart recovery (running.py)
+    """Create the indexes of the agent's reads on *tasks*' tables unless they exist, and
+    drop the one the context check's replaced."""
+    engine = tasks.engine
+    await create_index(engine, *context_index(tasks))  # the context check's (contexts.py)
+    await drop_index(engine, OLD_INDEX_NAME)
+    await create_index(engine, EVENT_INDEX, "task_events", "task_id, seq")  # event_index.py
+    await create_index(engine, *state_index(tasks))  # ListTasks filtered by status (listing.py)
+    where = RUNNING[engine.dialect.name]  # restart recovery (running.py)
+    await create_index(engine, RUNNING_INDEX, "tasks", "id", where=where)
 
 
 def _sdk_scripts() -> tuple[Any, Any]:

@@ -35,9 +35,7 @@ from a2a.server.context import ServerCallContext
 from a2a.server.models import TaskModel
 from a2a.types import Message, Part, Role, Task, TaskState, TaskStatus, TaskStatusUpdateEvent
 from sqlalchemy import select, text
-from sqlalchemy.ext.asyncio import AsyncEngine
 
-from ._urls import create_index
 from .observed import copy_task
 
 logger = logging.getLogger(__name__)
@@ -48,7 +46,7 @@ RUNNING = (TaskState.TASK_STATE_SUBMITTED, TaskState.TASK_STATE_WORKING)
 _NAMES = [TaskState.Name(s) for s in RUNNING] + ["submitted", "working"]
 _LIST = ", ".join(f"'{name}'" for name in _NAMES)
 #: the predicate per dialect, as the database keeps it (PostgreSQL's an ``= ANY`` array)
-_PREDICATE = {
+PREDICATE = {
     "postgresql": f"(status ->> 'state') = ANY (ARRAY[{_LIST}])",
     "sqlite": f"json_extract(status, '$.state') IN ({_LIST})",
 }
@@ -57,13 +55,7 @@ _PREDICATE = {
 def running_tasks(dialect: str) -> Any:
     """``(task_id, owner)`` of the tasks in a running state, in *dialect*."""
     # text, not a boolean column: SQLite would compare that with 1, which no index implies
-    return select(TaskModel.id, TaskModel.owner).where(text(_PREDICATE[dialect]))
-
-
-async def create_running_index(engine: AsyncEngine) -> None:
-    """Create :data:`INDEX_NAME` unless it exists."""
-    where = _PREDICATE[engine.dialect.name]
-    await create_index(engine, INDEX_NAME, TaskModel.__tablename__, "id", where=where)
+    return select(TaskModel.id, TaskModel.owner).where(text(PREDICATE[dialect]))
 
 
 def mark_failed(task: Task, text: str) -> TaskStatus:
