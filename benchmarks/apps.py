@@ -74,13 +74,17 @@ def sdk_task_store(url: str) -> Any:
     raise ValueError(f"no SDK task store for {url!r}")
 
 
-def plain_app(task_store: str = "memory://", *, through_apcore: bool = False) -> Any:
+def plain_app(
+    task_store: str = "memory://", *, through_apcore: bool = False, cached: bool = False
+) -> Any:
     """S: a plain a2a-sdk 1.x echo server built from SDK classes only.
 
     *task_store* ``memory://`` is the SDK's ``InMemoryTaskStore``; a SQLite or PostgreSQL
     URL is the SDK's ``DatabaseTaskStore`` on that database (:func:`sdk_task_store`).
     *through_apcore* (F): the echoed text comes from the echo module, called through a
-    plain ``apcore.Executor`` (apcore's defaults; nothing of ours) instead of the request.
+    plain ``apcore.Executor`` (apcore's defaults; nothing of ours) instead of the request;
+    *cached*: that executor with :func:`apcore_a2a.cache_schemas`, the one apcore speed-up
+    the package applies to its own executors (``floor-cached``).
     """
     from a2a.helpers import new_text_artifact
     from a2a.server.agent_execution import AgentExecutor, RequestContext
@@ -117,6 +121,10 @@ def plain_app(task_store: str = "memory://", *, through_apcore: bool = False) ->
         from apcore import Executor
 
         modules = Executor(echo_registry())
+        if cached:
+            from apcore_a2a import cache_schemas
+
+            modules = cache_schemas(modules)
 
     async def echoed(text: str) -> str:
         if modules is None:
@@ -209,12 +217,14 @@ def ours_app(**settings: Any) -> Any:
 
 
 def build_app(kind: str, task_store: str = "memory://", **settings: Any) -> Any:
-    """Build the ASGI app for *kind* (``plain``, ``floor`` or ``ours``) on *task_store*.
+    """Build the ASGI app for *kind* (``plain``, ``floor``, ``floor-cached`` or ``ours``) on
+    *task_store*.
 
     *settings* go to ours.
     """
-    if kind in ("plain", "floor"):
-        return plain_app(task_store, through_apcore=kind == "floor")
+    if kind in ("plain", "floor", "floor-cached"):
+        floor = kind.startswith("floor")
+        return plain_app(task_store, through_apcore=floor, cached=kind == "floor-cached")
     if kind == "ours" and task_store != "memory://":
         settings["task_store"] = task_store
     if kind == "ours":

@@ -1,10 +1,12 @@
 """Instructions (or CPU time) per blocking ``SendMessage``, repeatable on a busy machine.
 
-``valgrind --tool=callgrind --instr-atstart=no python -m benchmarks.instructions plain|floor|ours
-[-n 200] [-c 16] [--store URL] [--cluster] [--stream]`` builds the app in-process (O or S, as
-``benchmarks.serve`` does), drives its lifespan, sends warm-up requests, then turns callgrind's
-instrumentation on for exactly the measured requests (``callgrind_control -i on|off``) and
-prints one JSON line; valgrind's "Collected" line divided by *n* is instructions per request.
+``valgrind --tool=callgrind --instr-atstart=no python -m benchmarks.instructions KIND [-n 200]
+[-c 16] [--store URL] [--cluster] [--stream]`` builds the app in-process (KIND ``ours`` is O,
+``plain`` S; ``floor`` and ``floor-cached`` are F: S calling the module through apcore,
+``benchmarks/apps.py``, as ``benchmarks.serve`` builds them), drives its lifespan, sends
+warm-up requests, then turns callgrind's instrumentation on for exactly the measured requests
+(``callgrind_control -i on|off``) and prints one JSON line; valgrind's "Collected" line
+divided by *n* is instructions per request.
 Without valgrind it prints CPU µs per request. Requests go straight into the ASGI app (no
 socket, no uvicorn: the same for both systems), *c* at a time. ``--stream`` sends
 ``SendStreamingMessage`` instead (the whole stream counted). ``--uvloop`` runs both on
@@ -161,7 +163,7 @@ async def measure(
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.instructions")
-    parser.add_argument("kind", choices=["plain", "floor", "ours"])
+    parser.add_argument("kind", choices=["plain", "floor", "floor-cached", "ours"])
     parser.add_argument("-n", type=int, default=200, help="measured requests")
     parser.add_argument("-c", type=int, default=16, help="requests in flight")
     parser.add_argument("--warmup", type=int, default=100)

@@ -293,3 +293,12 @@ def test_head_size_table_has_a_row_per_protocol() -> None:
     refused = r"^\| 1mb-url \| (\w+) \| (?:HTTP/1.1 400 |reset).*\| 200 \|$"
     rows = re.findall(refused, done.stdout, re.M)
     assert rows == ["httptools", "h11"], done.stdout
+
+
+@pytest.mark.parametrize("kind", ["floor", "floor-cached"])
+async def test_the_floor_serves_the_module_through_apcore(kind: str) -> None:
+    # F's figures are benchmarks/RESULTS.md's; here only that it answers every request
+    # (completed, no error: benchmarks.instructions raises otherwise) through apcore.
+    from benchmarks.instructions import measure
+
+    assert await measure(kind, "memory://", False, n=4, c=2, warmup=2) > 0
