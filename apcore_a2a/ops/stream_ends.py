@@ -34,6 +34,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from apcore_a2a.classify import request_info
 from apcore_a2a.ops.shutdown import drain, last_events
+from apcore_a2a.streams.tap import Answer
 from apcore_a2a.upstream.host_stops import HostServer, host_stopping
 
 if TYPE_CHECKING:
@@ -47,34 +48,50 @@ _END: Message = {"type": "http.response.body", "body": b"", "more_body": False}
 WATCH_EVERY = 0.5
 
 
-class _Stream:
-    """One SSE response of the app: its sends, and its end by the stop."""
+class StopEnd:
+    """One open stream's end by the stop, an SSE response's or a gRPC call's alike: it ends
+    once it has sent its task's last event (the drain saw it stored), or at once."""
 
-    __slots__ = ("awaited", "done", "lock", "relayed", "scope", "send")
+    __slots__ = ("answer", "awaited", "sent")
 
-    def __init__(self, send: Send, scope: Scope) -> None:
-        self.send, self.scope = send, scope
-        self.lock = asyncio.Lock()  # one message at a time: the app's, or the end
-        self.done = False
-        #: the task state of the last event sent (the answer notes each event as the SDK
-        #: yields it, before its bytes come here), and the one whose event ends the stream
-        self.relayed: str | None = None
+    def __init__(self, answer: Answer | None = None) -> None:
+        #: what the stream answers (its task, and the state of the event the SDK yielded
+        #: last: the answer notes each before its bytes are sent)
+        self.answer = answer
+        #: the task state of the last event sent, and the one whose event ends the stream
+        self.sent: str | None = None
         self.awaited: str | None = None
 
-    def _answer(self) -> object:
-        info = request_info(self.scope)
-        return getattr(info, "answer", None) if info is not None else None
+    def sent_one(self) -> bool:
+        """The stream has sent an event: whether it was the last one the stop awaits."""
+        self.sent = self.answer.state if self.answer is not None else None
+        return self.awaited is not None and self.sent == self.awaited
 
-    def task_id(self) -> str | None:
-        answer = self._answer()
-        return getattr(answer, "task_id", None) or getattr(answer, "run_task", None)
+    def ends_now(self, ending: Mapping[str, str]) -> bool:
+        """The stop: whether the stream ends now, or (``False``) once it has sent the event
+        of its task's state in *ending*. Its end is no client's drop (``Answer.stopped``)."""
+        answer = self.answer
+        if answer is None:
+            return True
+        answer.stopped = True
+        state = ending.get(answer.task_id or answer.run_task or "")
+        if state is None or self.sent == state:
+            return True
+        self.awaited = state
+        return False
 
-    def stopped(self) -> None:
-        """Note on the answer that the stop, not the client, ends the stream: the
-        disconnect the app reads then is no client's drop (``cancel_on_disconnect``)."""
-        answer = self._answer()
-        if answer is not None and hasattr(answer, "stopped"):
-            answer.stopped = True
+
+class _Stream(StopEnd):
+    """One SSE response of the app: its sends, and its end by the stop."""
+
+    __slots__ = ("done", "lock", "send")
+
+    def __init__(self, send: Send, scope: Scope) -> None:
+        info = request_info(scope)
+        super().__init__(info.answer if info and isinstance(info.answer, Answer) else None)
+        self.send = send
+        self.lock = asyncio.Lock()  # one message at a time: the app's, or the end
+        self.done = False
 
     async def relay(self, message: Message) -> None:
         async with self.lock:
@@ -85,18 +102,12 @@ class _Stream:
                 return
             if not message.get("more_body"):
                 self.done = True
-                return
-            self.relayed = getattr(self._answer(), "state", None)
-            if self.awaited is not None and self.relayed == self.awaited:
+            elif self.sent_one():
                 await self._end()  # its task's last event has gone: the stop ends it
 
-    async def end_after(self, state: str | None) -> None:
-        """End the response once it has sent the event of *state* (now if it has, or if
-        *state* is ``None``)."""
+    async def end(self) -> None:
+        """Finish the response (the final empty body chunk), unless it is finished."""
         async with self.lock:
-            if state is not None and self.relayed != state:
-                self.awaited = state
-                return
             await self._end()
 
     async def _end(self) -> None:
@@ -176,9 +187,9 @@ class StreamEnds:
             self._watch = None
 
     def _end(self, stream: _Stream, ending: Mapping[str, str]) -> None:
-        stream.stopped()
-        task_id = stream.task_id()
-        task = asyncio.ensure_future(stream.end_after(ending.get(task_id) if task_id else None))
+        if not stream.ends_now(ending):
+            return
+        task = asyncio.ensure_future(stream.end())
         self._ends.add(task)
         task.add_done_callback(self._ended)
 

@@ -47,6 +47,7 @@ import grpc
 import grpc.aio
 
 from apcore_a2a import errors
+from apcore_a2a.ops.stream_ends import StopEnd
 from apcore_a2a.upstream.error_answers import abort
 
 if TYPE_CHECKING:
@@ -122,10 +123,7 @@ class CallEnds:
     """The A2A streams a server has open, and their end by a stop (the module docstring)."""
 
     def __init__(self) -> None:
-        self._open: dict[asyncio.Task[Any], Answer | None] = {}
-        #: each stream's task state of the item it wrote last, and the one that ends it
-        self._wrote: dict[asyncio.Task[Any], str | None] = {}
-        self._awaited: dict[asyncio.Task[Any], str] = {}
+        self._open: dict[asyncio.Task[Any], StopEnd] = {}
         self._ended: set[asyncio.Task[Any]] = set()
         self._also: list[Callable[[], None]] = []
 
@@ -134,44 +132,31 @@ class CallEnds:
         self._also.append(end)
 
     @contextlib.contextmanager
-    def held(self) -> Iterator[None]:
+    def held(self) -> Iterator[StopEnd]:
         """Count the calling task's stream open while the block runs."""
         task = asyncio.current_task()
         assert task is not None
-        self._open[task] = None
+        self._open[task] = end = StopEnd()
         try:
-            yield
+            yield end
         finally:
-            for table in (self._open, self._wrote, self._awaited):
-                table.pop(task, None)
+            self._open.pop(task, None)
 
     def follow(self, answer: Answer) -> None:
         """The stream of the calling task answers *answer* (its task, once known)."""
         task = asyncio.current_task()
         if task in self._open:
-            self._open[task] = answer
-
-    def wrote(self, task: asyncio.Task[Any]) -> bool:
-        """*task*'s stream has written an item: whether that was the last the stop awaits
-        (the answer notes each item's state as the SDK yields it, before it is written)."""
-        answer = self._open.get(task)
-        state = self._wrote[task] = answer.state if answer is not None else None
-        return task in self._awaited and state == self._awaited[task]
+            self._open[task].answer = answer
 
     def end(self, ending: Mapping[str, str]) -> None:
         """End every open stream: those following a task of *ending* once they have
         written the item of its state there (on its way to them), the others now."""
-        for task, answer in list(self._open.items()):
-            if answer is not None:  # its end is no client's drop (cancel_on_disconnect)
-                answer.stopped = True
-            state = ending.get((answer.task_id or answer.run_task) or "") if answer else None
-            if state is not None and self._wrote.get(task) != state:
-                self._awaited[task] = state
-                continue
-            self._ended.add(task)
-            task.cancel()
-        for end in self._also:
-            end()
+        for task, end in list(self._open.items()):
+            if end.ends_now(ending):
+                self._ended.add(task)
+                task.cancel()
+        for also in self._also:
+            also()
 
     def took(self, task: asyncio.Task[Any]) -> bool:
         """Whether *task*'s cancel is this stop's end of its stream (said once)."""
@@ -197,13 +182,13 @@ def written(
     async def write(request: Any, context: grpc.aio.ServicerContext) -> None:
         task, writing = asyncio.current_task(), False
         try:
-            with ends.held() if ends is not None else contextlib.nullcontext():
+            with ends.held() if ends is not None else contextlib.nullcontext() as end:
                 async with contextlib.aclosing(generate(request, context)) as items:
                     async for item in items:
                         writing = True
                         await context.write(item)
                         writing = False
-                        if ends is not None and task is not None and ends.wrote(task):
+                        if end is not None and end.sent_one():
                             return  # its task's last event has gone: the stop ends it
         except asyncio.CancelledError:  # ended in a write its client does not take: no
             # status can follow that write (grpc's stop cuts the call, ops/shutdown.py)
