@@ -4,7 +4,7 @@
 
 At a stop every service is ``NOT_SERVING`` from its first moment (a balancer watching
 learns the agent is going), and each ``Watch`` stream ends with status OK once the drain
-has ended (:meth:`GrpcHealth.end`, by the server's ``CallEnds``). The package's own
+has ended (by the server's ``CallEnds``). The package's own
 servicer ends no ``Watch``: grpc's stop waited for them until its grace ran out (the
 whole stop with it), then cut them ``UNAVAILABLE`` "Cancelling all calls". So the
 servicer is ours, on the package's generated base; its statuses live here."""
@@ -15,7 +15,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any, Protocol
+from typing import Any
 
 import grpc
 import grpc.aio
@@ -28,30 +28,16 @@ HEALTH_INTERVAL = 5.0
 HEALTH_SERVICE = "grpc.health.v1.Health"
 
 
-class GrpcHealth:
-    """The health service added to a server: its stop's two moments."""
-
-    def __init__(self, going: Callable[[], Awaitable[None]], end: Callable[[], None]) -> None:
-        #: the stop began: the probes stop, every service is NOT_SERVING
-        self.going = going
-        #: the drain has ended: each Watch sends NOT_SERVING if it has not, and ends
-        self.end = end
-
-
-class Ends(Protocol):
-    """Where the server's stop ends its streams (``server/grpc_streams.CallEnds``)."""
-
-    def also(self, end: Callable[[], None]) -> None: ...
-
-
 def add_health_service(
     server: grpc.aio.Server,
     problem: Callable[[], Awaitable[object]],
     services: tuple[str, ...],
-    ends: Ends,
-) -> GrpcHealth | None:
-    """Add ``grpc.health.v1.Health`` to *server*; its stop hooks, or ``None`` without the
-    package. *problem* returns ``None`` when healthy; *ends* ends its Watch streams."""
+    ends: Callable[[Callable[[], None]], None],
+) -> Callable[[], Awaitable[None]] | None:
+    """Add ``grpc.health.v1.Health`` to *server*; what to await as the stop begins (the
+    probes stop, every service is ``NOT_SERVING``), or ``None`` without the package.
+    *problem* returns ``None`` when healthy; *ends* is handed what ends its Watch streams
+    once the drain has ended (``CallEnds.also``)."""
     try:
         from grpc_health.v1 import health_pb2, health_pb2_grpc
     except ImportError:
@@ -125,7 +111,7 @@ def add_health_service(
             await asyncio.sleep(HEALTH_INTERVAL)
 
     loop = asyncio.ensure_future(watch())
-    ends.also(servicer.end)
+    ends(servicer.end)
 
     async def going() -> None:
         servicer.stop()
@@ -133,4 +119,4 @@ def add_health_service(
         with contextlib.suppress(asyncio.CancelledError):
             await loop
 
-    return GrpcHealth(going, servicer.end)
+    return going

@@ -44,7 +44,7 @@ try:
     from a2a.compat.v0_3 import a2a_v0_3_pb2, a2a_v0_3_pb2_grpc
     from a2a.types import a2a_pb2, a2a_pb2_grpc
 
-    from apcore_a2a.ops.grpc_health import HEALTH_SERVICE, GrpcHealth, add_health_service
+    from apcore_a2a.ops.grpc_health import HEALTH_SERVICE, add_health_service
     from apcore_a2a.server.grpc_context import Admitted, GrpcCallContextBuilder
     from apcore_a2a.server.grpc_deadlines import RequestBounds, connection_options
     from apcore_a2a.server.grpc_reflection import enable_reflection
@@ -340,10 +340,8 @@ class GrpcServer:
         self.authenticator = authenticator
         #: shared with the HTTP request guard, so SSE and gRPC streams count together; on
         #: its own, the server still holds the settings' stream limits
-        self.streams = (
-            streams
-            if streams is not None
-            else StreamLimiter(settings.max_streams, settings.max_streams_per_caller)
+        self.streams = streams or StreamLimiter(
+            settings.max_streams, settings.max_streams_per_caller
         )
         #: counts and traces calls, and feeds grpc.health.v1 (``ops.Operations``)
         self.operations = operations
@@ -351,7 +349,7 @@ class GrpcServer:
         self.drops = drops
         #: how callers are keyed for quotas, as on the HTTP port (``caller_keys.py``)
         self.caller_keys = caller_keys or CallerKeys.of(settings)
-        self._health: GrpcHealth | None = None
+        self._health: Callable[[], Awaitable[None]] | None = None  # its stop
         self.bind_address = f"{_bind_host(settings.host or '0.0.0.0')}:{port}"
         self.address = grpc_address(settings)
         self._tls = _read_tls(settings.grpc_tls_cert, settings.grpc_tls_key)
@@ -419,7 +417,8 @@ class GrpcServer:
         a2a_v0_3_pb2_grpc.add_A2AServiceServicer_to_server(v03, server)  # type: ignore[no-untyped-call]
         served = (SERVICE_V1, SERVICE_V0_3)
         if self.operations is not None:
-            self._health = add_health_service(server, self.operations.problem, served, self.ends)
+            problem = self.operations.problem
+            self._health = add_health_service(server, problem, served, self.ends.also)
         if s.grpc_reflection:
             health = (HEALTH_SERVICE,) if self._health is not None else ()
             try:
@@ -441,9 +440,9 @@ class GrpcServer:
             if self._stopping is not None:
                 await self._stopping.stop(grace)
             return
-        self._stopping, (health, self._health) = server, (self._health, None)
-        if health is not None:
-            await health.going()
+        self._stopping, (going, self._health) = server, (self._health, None)
+        if going is not None:
+            await going()
         try:
             await server.stop(self.settings.shutdown_timeout if grace is None else grace)
         finally:
