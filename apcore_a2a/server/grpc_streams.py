@@ -21,8 +21,9 @@ it cannot parse after its 401), a call to another service at once (:func:`other_
 A stop (:class:`CallEnds`): once the drain has ended, an A2A stream whose task's end it did
 not see (a ``SubscribeToTask`` of a task parked in ``input-required``, one following a task
 on another replica) ends as a stream that ran out of items, status ``OK``, as its SSE form
-does (``ops/stream_ends.py``); grpc's own stop would hold it until its grace ran out, then
-answer ``UNAVAILABLE`` "Cancelling all calls", and hold the stop of the whole agent so long.
+does, by the same rule (``ops/stream_ends.StopEnd``); grpc's own stop would hold it until
+its grace ran out, then answer ``UNAVAILABLE`` "Cancelling all calls", and hold the stop of
+the whole agent so long.
 A reflection stream ends then too, and ``Health.Watch`` streams (``ops/grpc_health.py``,
 through :meth:`CallEnds.also`). With ``cancel_on_disconnect`` the end is no client's drop
 (``Answer.stopped``).

@@ -41,7 +41,6 @@ logger = logging.getLogger("apcore_a2a.server")
 RETRY_AFTER = 30
 #: Seconds between two checks of one caller's counted tasks against the store.
 RECHECK_SECONDS = 5.0
-_SCOPE = TASK_SCOPE
 
 _UNFINISHED = frozenset(
     {TaskState.TASK_STATE_SUBMITTED, TaskState.TASK_STATE_WORKING, *INTERRUPTED_TASK_STATES}
@@ -77,15 +76,11 @@ class TaskQuota:
         call = record_of(context)
         caller = call.caller
         holder = f"r:{uuid.uuid4().hex}"
-        taken = await self.slots.take(_SCOPE, caller, holder, self.limit)
+        taken = await self.slots.take(TASK_SCOPE, caller, holder, self.limit)
         if not taken and await self._recheck(caller, context, lookup):
-            taken = await self.slots.take(_SCOPE, caller, holder, self.limit)
+            taken = await self.slots.take(TASK_SCOPE, caller, holder, self.limit)
         if not taken:
-            raise QuotaExceededError(
-                f"Task quota exceeded: at most {self.limit} unfinished tasks per caller; "
-                "finish or cancel some first",
-                retry_after=RETRY_AFTER,
-            )
+            raise self._exceeded()
         call.task_slot = holder
 
     async def settle(self, context: ServerCallContext) -> str | None:
@@ -113,18 +108,21 @@ class TaskQuota:
             # The request made a task that is still unfinished: the slot is the task's now.
             update = self._apply(task_id, self._rename(holder, task_id, unslotted))
         else:
-            update = self._apply(holder, self.slots.give_back(_SCOPE, holder))
+            update = self._apply(holder, self.slots.give_back(TASK_SCOPE, holder))
         if update is not None:
             await asyncio.shield(update)
         return unslotted[0] if unslotted else None
 
     async def _rename(self, holder: str, task_id: str, unslotted: list[str]) -> None:
-        if not await self.slots.rename(_SCOPE, holder, task_id, self.limit):
+        if not await self.slots.rename(TASK_SCOPE, holder, task_id, self.limit):
             unslotted.append(task_id)
 
     def refused(self, task_id: str) -> QuotaExceededError:
         """The error for a request whose task got no slot (``settle``)."""
         logger.warning("task %s: its quota slot was freed meanwhile; canceled", task_id)
+        return self._exceeded()
+
+    def _exceeded(self) -> QuotaExceededError:
         return QuotaExceededError(
             f"Task quota exceeded: at most {self.limit} unfinished tasks per caller; "
             "finish or cancel some first",
@@ -150,9 +148,9 @@ class TaskQuota:
                 call.slot_task = task.id
                 return
             call.task_slot = call.slot_task = None
-            freed = self._apply(task.id, self.slots.give_back(_SCOPE, holder))
+            freed = self._apply(task.id, self.slots.give_back(TASK_SCOPE, holder))
         elif finished:  # wherever the task was counted: its slot is free
-            freed = self._apply(task.id, self.slots.give_back(_SCOPE, task.id))
+            freed = self._apply(task.id, self.slots.give_back(TASK_SCOPE, task.id))
         else:
             return
         if freed is not None and call is not None:
@@ -199,13 +197,13 @@ class TaskQuota:
             return False
         checks[caller] = now  # the newest: the order stays by time
         freed = False
-        for holder in await self.slots.holders(_SCOPE, caller):
+        for holder in await self.slots.holders(TASK_SCOPE, caller):
             if holder.startswith("r:"):
                 continue  # a request in flight (an orphan of one: freed by the take)
             stored = await lookup(holder, context)
             if stored is None and not isinstance(self.slots, LocalSlots):
                 continue  # maybe not written yet by the replica running it
             if stored is None or stored.status.state not in _UNFINISHED:
-                await self.slots.give_back(_SCOPE, holder)
+                await self.slots.give_back(TASK_SCOPE, holder)
                 freed = True
         return freed
