@@ -248,18 +248,14 @@ async def followed(
     try:
         async with contextlib.aclosing(items):
             async for item in items:
-                if task_id is None and answer.task_id is not None:
-                    task_id = answer.task_id
-                    await drops.opened(task_id)
+                task_id = await drops.sent(answer, task_id)
                 yield item
         ended = True
     except Exception:  # the handler's error, answered by the servicer: the stream ended
         ended = True
         raise
     finally:
-        dropped = not ended
-        answer.hung_up = dropped and task_id is None
-        await drops.closed(task_id, answer, dropped, call_context)
+        await drops.closed(task_id, answer, not ended, call_context)
 
 
 @contextlib.asynccontextmanager

@@ -71,13 +71,18 @@ class StreamDrops:
         self._open: dict[str, int] = {}
         self._noted: dict[str, list[str]] = {}  # task id -> followers' holders here
 
-    async def opened(self, task_id: str) -> None:
-        """A stream's first frame named *task_id*."""
+    async def sent(self, answer: Answer, task_id: str | None) -> str | None:
+        """A frame of the stream that answers *answer* leaves, the stream following *task_id*
+        so far: the task it follows now (the first the answer names, counted open then)."""
+        if task_id is not None or answer.task_id is None:
+            return task_id
+        task_id = answer.task_id
         self._open[task_id] = self._open.get(task_id, 0) + 1
         if self.followers is not None:
             holder = await self.followers.follow(task_id)
             if holder is not None:
                 self._noted.setdefault(task_id, []).append(holder)
+        return task_id
 
     async def closed(
         self,
@@ -89,6 +94,10 @@ class StreamDrops:
         """A stream of the call that answered *answer* ended: it followed *task_id* (``None``:
         no frame left), *dropped* if its client left before the last frame (before the
         first: ``answer.hung_up``); *call_context* makes the context of a cancel."""
+        # Gone before the first frame, after the start of the answer (0.3's JSON-RPC route
+        # answers that at once; a gRPC stream's first item): the request guard, which notes
+        # a hang-up only before it, did not see this one.
+        answer.hung_up = answer.hung_up or (dropped and task_id is None)
         dropped = dropped and not answer.stopped  # ended by a stop, not by its client
         if task_id is not None:
             left = self._open.pop(task_id) - 1
@@ -159,9 +168,7 @@ class AnswerSide:
         async def watched_send(message: Message) -> None:
             nonlocal task_id, complete
             if message["type"] == "http.response.body":
-                if task_id is None and answer.task_id is not None:
-                    task_id = answer.task_id
-                    await drops.opened(task_id)
+                task_id = await drops.sent(answer, task_id)
                 complete = not message.get("more_body", False)
             await send(message)
 
@@ -169,10 +176,6 @@ class AnswerSide:
             await self.app(scope, watched_receive, watched_send)
         finally:
             builder = self.context_builder
-            # Gone before the first frame, after the status line: 0.3's JSON-RPC route
-            # answers that at once, so the request guard, which notes a hang-up only before
-            # it, did not see this one.
-            answer.hung_up = answer.hung_up or (dropped and task_id is None)
             await drops.closed(task_id, answer, dropped, lambda: builder.build(Request(scope)))
 
 
