@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
@@ -43,3 +44,19 @@ def serve_process(
         yield url, proc
     finally:
         stop_process(proc, timeout=float(settings.get("shutdown_timeout", 30.0)) + STOP_MARGIN)
+
+
+async def collect_events(
+    stream: Any, events: list[Any], first: asyncio.Event | None = None
+) -> None:
+    """Append what *stream* yields to *events*, and how it ended if not normally (the
+    exception); set *first* at its first event, and at its end."""
+    try:
+        async for event in stream:
+            events.append(event)
+            if first is not None:
+                first.set()
+    except Exception as exc:  # how the stream ended, if not normally
+        events.append(exc)
+    if first is not None:
+        first.set()

@@ -18,20 +18,10 @@ from apcore_a2a.ops.shutdown import SHUTDOWN_MESSAGE
 from .._h2raw import DATA, PREFACE, SETTINGS, Peer, frame, message
 from .._sdk import make_client, request
 from .._support import free_port
-from ._proc import serve_process
+from ._proc import collect_events, serve_process
 
 #: How long a test waits for the server to act: a hang guard only.
 GUARD = 60.0
-
-
-async def _read(stream: Any, events: list[Any], first: asyncio.Event) -> None:
-    try:
-        async for event in stream:
-            events.append(event)
-            first.set()
-    except Exception as exc:  # how the stream ended, if not normally
-        events.append(exc)
-    first.set()
 
 
 async def test_a_grpc_stream_gets_its_canceled_event_then_ends() -> None:
@@ -40,7 +30,7 @@ async def test_a_grpc_stream_gets_its_canceled_event_then_ends() -> None:
     with serve_process(grpc_port=free_port(), shutdown_timeout=1) as (url, proc):
         client = await make_client(url, "GRPC", "1.0", streaming=True)
         stream = client.send_message(request("ops.sleep", {"seconds": 60}))
-        reading = asyncio.ensure_future(_read(stream, events, first))
+        reading = asyncio.ensure_future(collect_events(stream, events, first))
         async with asyncio.timeout(30):
             while not any(getattr(e, "status_update", None) for e in events if e):
                 await asyncio.sleep(0.02)  # the module runs
@@ -72,7 +62,7 @@ async def test_a_grpc_subscription_the_drain_does_not_end_ends_after_it(version:
         assert parked is not None
         task_id = parked.task.id or parked.status_update.task_id
         stream = client.subscribe(SubscribeToTaskRequest(id=task_id))
-        reading = asyncio.ensure_future(_read(stream, events, first))
+        reading = asyncio.ensure_future(collect_events(stream, events, first))
         await asyncio.wait_for(first.wait(), 30)  # the task as it stands: the stream is open
         proc.send_signal(signal.SIGTERM)
         await asyncio.wait_for(reading, 60)

@@ -18,7 +18,7 @@ from a2a.types import SubscribeToTaskRequest, TaskState
 from .._sdk import make_client, request
 from .._support import TLS, free_port
 from ._agent import V1, message_params, read_stream
-from ._proc import serve_process
+from ._proc import collect_events, serve_process
 
 
 def _states(events: list[dict[str, Any]]) -> list[str]:
@@ -83,7 +83,7 @@ async def test_a_grpc_subscription_of_a_task_parked_during_the_drain_gets_its_ev
         )
         task_id = started.task.id
         stream = client.subscribe(SubscribeToTaskRequest(id=task_id))
-        reading = asyncio.ensure_future(_grpc_read(stream, events))
+        reading = asyncio.ensure_future(collect_events(stream, events))
         async with asyncio.timeout(30):
             while not events:
                 await asyncio.sleep(0.02)  # the task as it stands: the stream is open
@@ -99,11 +99,3 @@ async def test_a_grpc_subscription_of_a_task_parked_during_the_drain_gets_its_ev
     assert not isinstance(events[-1], Exception), (events[-1], out)
     last = events[-1].status_update.status.state or events[-1].task.status.state
     assert last == TaskState.TASK_STATE_INPUT_REQUIRED, events
-
-
-async def _grpc_read(stream: Any, events: list[Any]) -> None:
-    try:
-        async for event in stream:
-            events.append(event)
-    except Exception as exc:  # how the stream ended, if not normally
-        events.append(exc)

@@ -14,8 +14,7 @@ from a2a.types import GetTaskRequest, SubscribeToTaskRequest, TaskState
 
 from .._sdk import make_client, request
 from .._support import free_port
-from ._proc import serve_process
-from .test_shutdown_grpc import _read
+from ._proc import collect_events, serve_process
 
 
 @pytest.mark.parametrize("binding", ["JSONRPC", "GRPC"])
@@ -32,7 +31,7 @@ async def test_a_parked_task_followed_at_a_stop_survives_it(binding: str, tmp_pa
         task_id = task.id if task is not None else parked.status_update.task_id
         context_id = task.context_id if task is not None else parked.status_update.context_id
         stream = client.subscribe(SubscribeToTaskRequest(id=task_id))
-        reading = asyncio.ensure_future(_read(stream, events, first))
+        reading = asyncio.ensure_future(collect_events(stream, events, first))
         await asyncio.wait_for(first.wait(), 30)  # the stream is open
         proc.send_signal(signal.SIGTERM)
         await asyncio.wait_for(reading, 60)  # a hang guard: the stream must end

@@ -25,7 +25,7 @@ from a2a.types import SubscribeToTaskRequest, TaskState
 
 from .._sdk import make_client, request
 from .._support import TLS, free_port
-from ._proc import serve_process
+from ._proc import collect_events, serve_process
 
 #: How long the test waits for the server to act: a hang guard only.
 GUARD = 60.0
@@ -61,16 +61,7 @@ async def test_a_subscription_gets_the_second_park_of_its_task_during_the_drain(
         stream = client.subscribe(SubscribeToTaskRequest(id=task.id))
         opened = asyncio.Event()
 
-        async def read() -> None:
-            try:
-                async for event in stream:
-                    events.append(event)
-                    opened.set()
-            except Exception as exc:  # how the stream ended, if not normally
-                events.append(exc)
-            opened.set()
-
-        reading = asyncio.ensure_future(read())
+        reading = asyncio.ensure_future(collect_events(stream, events, opened))
         await asyncio.wait_for(opened.wait(), GUARD)  # the snapshot: input-required
         resumed = request(
             "ops.ask_on_file",
