@@ -26,9 +26,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
-import time
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Coroutine, Iterator
 from typing import Any
 
 import httpx
@@ -88,6 +87,18 @@ async def _session() -> AsyncIterator[Any]:
         await session.close()
 
 
+@contextlib.asynccontextmanager
+async def _started(call: Coroutine[Any, Any, Any]) -> AsyncIterator[asyncio.Future[Any]]:
+    """*call* running beside the block, ended with it: a test that fails while a call
+    hangs leaves no task whose error asyncio logs later, in another test's log."""
+    running = asyncio.ensure_future(call)
+    try:
+        yield running
+    finally:
+        running.cancel()
+        await asyncio.gather(running, return_exceptions=True)
+
+
 async def _lock_config(session: Any, schema: str, task_id: str) -> None:
     """Open a transaction holding config ``hook``'s row: a delete of it waits there."""
     await session.execute("BEGIN")
@@ -112,22 +123,24 @@ async def _slots(session: Any, schema: str, task_id: str) -> int:
     return int(await session.fetchval(query + "AND subject = $1", task_id))
 
 
-async def _until_waiting(session: Any, count: int, running: asyncio.Future[Any]) -> None:
-    """Wait until *count* sessions wait for a lock: A's delete for the test's row lock,
-    B's write for A's delete (the second in a row lock's queue waits for the first)."""
+async def _waiting(session: Any, running: asyncio.Future[Any], count: int = 1) -> list[Any]:
+    """The sessions waiting for the test's *session*, once there are *count* (*running*
+    among them: A's delete waits for the test's lock, B's write for A's delete, as the
+    second in a row lock's queue waits for the first). Read on a connection of its own:
+    a session sees ``pg_stat_activity`` as it was at its transaction's first look, so an
+    agent connection opened later (from the pool, under load) was never seen waiting."""
     import asyncpg
 
-    query = f"SELECT count(*) FROM ({BLOCKED}) AS blocked"
     probe = await asyncpg.connect(host=PG_HOST, port=PG_PORT, user=PG_USER, database=PG_DB)
     try:
-        deadline = time.monotonic() + 60  # a hang guard
         holder = await session.fetchval("SELECT pg_backend_pid()")
-        while await probe.fetchval(query, holder) < count:
-            assert not running.done(), f"a call never waited: {running.result()!r}"
-            assert time.monotonic() < deadline, "the calls never met the locked row"
-            await asyncio.sleep(0.02)
+        async with asyncio.timeout(120):  # a hang guard
+            while len(pids := await probe.fetch(BLOCKED, holder)) < count:
+                assert not running.done(), f"a call never waited: {running.result()!r}"
+                await asyncio.sleep(0.02)
     finally:
         await probe.close()
+    return list(pids)
 
 
 async def _race(
@@ -137,17 +150,17 @@ async def _race(
     module docstring); *v*: B's ``version`` (1.0 by default)."""
     await _lock_config(session, schema, task_id)
     delete = {"taskId": task_id, "id": "hook"}
-    deleted = asyncio.ensure_future(rpc(client, a, "DeleteTaskPushNotificationConfig", delete))
-    await _until_waiting(session, 1, deleted)
     if v.get("version") == "0.3":
         method, config = SET_03, {"taskId": task_id, "pushNotificationConfig": HOOK_03}
     else:
         method, config = CREATE, {"taskId": task_id, "id": "hook", "url": HOOK}
-    created = asyncio.ensure_future(rpc(client, b, method, config, **v))
-    await _until_waiting(session, 2, created)
-    await session.execute("ROLLBACK")
-    assert "result" in await deleted, deleted.result()
-    assert "result" in await created, created.result()
+    async with _started(rpc(client, a, "DeleteTaskPushNotificationConfig", delete)) as deleted:
+        await _waiting(session, deleted)
+        async with _started(rpc(client, b, method, config, **v)) as created:
+            await _waiting(session, created, 2)
+            await session.execute("ROLLBACK")
+            assert "result" in await deleted, deleted.result()
+            assert "result" in await created, created.result()
     listed = await rpc(client, b, "ListTaskPushNotificationConfigs", {"taskId": task_id})
     assert [c["id"] for c in listed["result"]["configs"]] == ["hook"], listed
 
@@ -202,13 +215,13 @@ async def test_a_0_3_config_whose_delete_died_keeps_its_version() -> None:
             await _lock_config(session, schema, task_id)
             delete = {"taskId": task_id, "id": "hook"}
             method = "DeleteTaskPushNotificationConfig"
-            deleted = asyncio.ensure_future(rpc(client, a, method, delete))
-            await _until_waiting(session, 1, deleted)
-            pa.kill9()
-            pa.wait()
-            await session.execute("ROLLBACK")
-            with pytest.raises(httpx.HTTPError):
-                await deleted
+            async with _started(rpc(client, a, method, delete)) as deleted:
+                await _waiting(session, deleted)
+                pa.kill9()
+                pa.wait()
+                await session.execute("ROLLBACK")
+                with pytest.raises(httpx.HTTPError):
+                    await deleted
             assert await _stored(session, schema, task_id) == (1, "0.3")  # was: None, 1.0
 
 
@@ -225,17 +238,6 @@ async def _hold_turn(session: Any, schema: str, task_id: str) -> None:
     )
 
 
-async def _waiting_at_turn(session: Any, call: asyncio.Future[Any]) -> list[Any]:
-    """The sessions waiting for the held turn row, once *call* waits there."""
-    deadline = time.monotonic() + 60  # a hang guard
-    holder = await session.fetchval("SELECT pg_backend_pid()")
-    while not (pids := await session.fetch(BLOCKED, holder)):
-        assert not call.done(), call.result()
-        assert time.monotonic() < deadline, "the settle never waited"
-        await asyncio.sleep(0.02)
-    return list(pids)
-
-
 async def test_a_0_3_config_stored_before_an_outage_keeps_its_version() -> None:
     """The test's session holds the settle's turn row (``SqlQuotaSlots.settle``), so the
     registration waits there with its config stored, and the test ends the waiting
@@ -247,11 +249,11 @@ async def test_a_0_3_config_stored_before_an_outage_keeps_its_version() -> None:
             task_id = await _parked(client, a)
             await _hold_turn(session, schema, task_id)
             config = {"taskId": task_id, "pushNotificationConfig": HOOK_03}
-            answer = asyncio.ensure_future(rpc(client, a, SET_03, config, version="0.3"))
-            for row in await _waiting_at_turn(session, answer):
-                await session.execute("SELECT pg_terminate_backend($1)", row["pid"])
-            await session.execute("ROLLBACK")
-            error = (await answer).get("error")
+            async with _started(rpc(client, a, SET_03, config, version="0.3")) as answer:
+                for row in await _waiting(session, answer):
+                    await session.execute("SELECT pg_terminate_backend($1)", row["pid"])
+                await session.execute("ROLLBACK")
+                error = (await answer).get("error")
             assert error is not None and error["code"] != -32603, error
             assert await _stored(session, schema, task_id) == (1, "0.3")  # was: None, 1.0
 
@@ -272,13 +274,13 @@ async def test_a_config_whose_delete_died_at_its_settle_leaves_no_slot_taken() -
                 await _hold_turn(session, schema, task_id)
                 delete = {"taskId": task_id, "id": "hook"}
                 method = "DeleteTaskPushNotificationConfig"
-                deleted = asyncio.ensure_future(rpc(client, a, method, delete))
-                await _waiting_at_turn(session, deleted)
-                pa.kill9()
-                pa.wait()
-                await session.execute("ROLLBACK")
-                with pytest.raises(httpx.HTTPError):
-                    await deleted
+                async with _started(rpc(client, a, method, delete)) as deleted:
+                    await _waiting(session, deleted)
+                    pa.kill9()
+                    pa.wait()
+                    await session.execute("ROLLBACK")
+                    with pytest.raises(httpx.HTTPError):
+                        await deleted
                 assert (await _stored(session, schema, task_id))[0] == 0
                 other = {"taskId": task_id, "id": "other", "url": HOOK}
                 created = await rpc(client, b, CREATE, other)
