@@ -122,8 +122,10 @@ class PushConfigStore(PushNotificationConfigStore):
                     raise self._over_cap()
             try:
                 # The version first: a sender (on any replica) that sees the config must
-                # find its version, or it would post a 1.0 body to a 0.3 receiver.
+                # find its version, or it would post a 1.0 body to a 0.3 receiver. The
+                # failure cleared before it is stored too: a delivery to it may fail as soon.
                 await self.statuses.set_version(task_id, config_id, version)
+                await self.statuses.clear(task_id, config_id)
                 stored = await self.inner.set_info(task_id, notification_config, context)
                 if is_new and len(await self._stored_ids(task_id)) > self.max_per_task:
                     # Another process registered at the same moment: withdraw this one.
@@ -152,7 +154,6 @@ class PushConfigStore(PushNotificationConfigStore):
                 raise
             if self.changed is not None:
                 self.changed(task_id, config_id, aim(notification_config, version))
-            await self.statuses.clear(task_id, config_id)
         return stored
 
     async def _stored_ids(self, task_id: str) -> set[str]:

@@ -35,7 +35,7 @@ import pytest
 
 from .._postgres import PG_DB, PG_HOST, PG_PORT, PG_USER, kill_slot_renames, pg_schema_url
 from .._support import EXAMPLES, TLS, cli_server
-from ._agent import rpc
+from ._agent import GATES, push_agent, receiver, rpc, skill_message, statuses
 
 HOOK = "http://127.0.0.1:9/hook"
 CREATE = "CreateTaskPushNotificationConfig"
@@ -256,6 +256,37 @@ async def test_a_0_3_config_stored_before_an_outage_keeps_its_version() -> None:
                 error = (await answer).get("error")
             assert error is not None and error["code"] != -32603, error
             assert await _stored(session, schema, task_id) == (1, "0.3")  # was: None, 1.0
+
+
+async def test_a_delivery_failed_while_its_config_registers_keeps_the_failure() -> None:
+    """The registration of ``hook`` on a running task waits at its slot's settle (the test
+    holds the turn row), the config stored; the task finishes meanwhile and the config's
+    receiver answers 410. Before, the registration then cleared the config's failure (as
+    registering again does), this one too: read ``active``, and the task's next events
+    posted again to a receiver that had said Gone. Seen under load, without the wait."""
+    with pg_schema_url() as url:
+        schema = url.rsplit("schema=", 1)[1]
+        async with (
+            receiver(always={"/h": 410}) as rec,
+            push_agent(task_store=url, cluster=True, shutdown_timeout=1.0) as (base, app),
+            httpx.AsyncClient(timeout=60, verify=TLS) as client,
+            _session() as session,
+        ):
+            GATES[7001] = gate = asyncio.Event()
+            send = {"message": skill_message("demo.gate", 7001), "configuration": {}}
+            send["configuration"]["returnImmediately"] = True
+            task_id = (await rpc(client, base, "SendMessage", send))["result"]["task"]["id"]
+            await _hold_turn(session, schema, task_id)
+            config = {"taskId": task_id, "id": "hook", "url": rec.url("/h")}
+            async with _started(rpc(client, base, CREATE, config)) as created:
+                await _waiting(session, created)
+                gate.set()
+                await rec.wait_for(lambda: rec.attempts("/h"))
+                await app.state.a2a.extras["push"].sender.idle()
+                await session.execute("ROLLBACK")
+                assert "result" in await created, created.result()
+            status = await statuses(client, base, task_id)
+    assert status == {"hook": ("failed", "receiver answered HTTP 410")}, status  # was: active
 
 
 async def test_a_config_whose_delete_died_at_its_settle_leaves_no_slot_taken() -> None:
