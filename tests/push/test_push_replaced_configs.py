@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -205,27 +206,32 @@ async def test_the_replaced_webhooks_failure_does_not_fail_the_new_config(tmp_pa
 async def test_retention_deletes_a_tasks_push_records_with_it(tmp_path: Path) -> None:
     # A 0.3 config (a version row) whose receiver refuses (a failure row): both rows
     # outlived the task that retention deleted, for good (one per config ever failed).
+    # The rows are read while the task is parked (input-required): retention takes no
+    # unfinished task, however slow the machine (was: read after it finished, racing a
+    # 1 s retention).
     url = f"sqlite:///{tmp_path / 'tasks.db'}"
     async with (
         receiver(always={"/h": 410}) as rec,
         push_agent(task_store=url, task_retention_seconds=1, shutdown_timeout=1.0) as (base, app),
         httpx.AsyncClient(timeout=10, verify=TLS) as client,
     ):
-        n = next(_gates)
-        GATES[n] = gate = asyncio.Event()
-        send = {"message": skill_message("demo.gate", n), "configuration": {}}
-        send["configuration"]["returnImmediately"] = True
-        task_id = (await rpc(client, base, "SendMessage", send))["result"]["task"]["id"]
-        hook = {"taskId": task_id, "pushNotificationConfig": {"id": "h", "url": rec.url("/h")}}
-        assert "result" in await rpc(
-            client, base, "tasks/pushNotificationConfig/set", hook, version="0.3"
-        )
-        gate.set()
+        message = {
+            "kind": "message",
+            "messageId": uuid.uuid4().hex,
+            "role": "user",
+            "parts": [{"kind": "data", "data": {"n": 1}}],
+            "metadata": {"skillId": "demo.transfer"},
+        }
+        hook = {"id": "h", "url": rec.url("/h")}
+        send = {"message": message, "configuration": {"pushNotificationConfig": hook}}
+        task = (await rpc(client, base, "message/send", send, version="0.3"))["result"]
+        assert task["status"]["state"] == "input-required", task
         await rec.wait_for(lambda: rec.attempts("/h"))
         await app.state.a2a.extras["push"].sender.idle()
-        assert await record_rows(url, task_id) == [1, 1]  # a failure, a version
-        async with asyncio.timeout(15):
-            while "error" not in await rpc(client, base, "GetTask", {"id": task_id}):
+        assert await record_rows(url, task["id"]) == [1, 1]  # a failure, a version
+        assert "result" in await rpc(client, base, "CancelTask", {"id": task["id"]})
+        async with asyncio.timeout(60):  # a hang guard
+            while "error" not in await rpc(client, base, "GetTask", {"id": task["id"]}):
                 await asyncio.sleep(0.2)  # retention deletes the task
-        left = await record_rows(url, task_id)
+        left = await record_rows(url, task["id"])
     assert left == [0, 0]
