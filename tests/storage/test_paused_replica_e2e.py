@@ -118,9 +118,12 @@ async def paused_mid_write(
     cancel = asyncio.ensure_future(_answer(a, "CancelTask", {"id": task_id}))
     mine = await conn.fetchval("SELECT pg_backend_pid()")
     blocked = "SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))"
+    # Read on a connection of its own: *conn*'s open transaction sees pg_stat_activity as
+    # at its first look, so a connection A opened later would never be seen waiting.
+    probe = await asyncpg.connect(host=PG_HOST, port=PG_PORT, user=PG_USER, database=PG_DB)
 
     async def a_waits_for_us() -> bool:
-        return bool(await conn.fetchval(blocked, mine))
+        return bool(await probe.fetchval(blocked, mine))
 
     try:
         await _until(a_waits_for_us, "A's cancel never wrote the task")
@@ -133,6 +136,7 @@ async def paused_mid_write(
         return await cancel
     finally:
         cancel.cancel()
+        await probe.close()
 
 
 @pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
