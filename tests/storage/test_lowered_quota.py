@@ -20,14 +20,31 @@ from typing import Any
 
 from sqlalchemy import event, select
 
+from apcore_a2a.errors import StoreUnavailableError
+from apcore_a2a.storage import open_stores
+from apcore_a2a.storage._replicas import replicas_table
 from apcore_a2a.storage._slot_rows import turn_above
 from apcore_a2a.storage._urls import create_engine, parse_store_url
 from apcore_a2a.storage.quota_slots import TASK_SCOPE, SqlQuotaSlots, slots_table
+from apcore_a2a.storage.stores import Stores
 
 from .._postgres import pg_schema_url
-from .test_quota_slots_freed import CALLER, _replica
+from ._helpers import settings
+from .test_quota_slots_freed import CALLER
+from .test_quota_slots_freed import _replica as _judging_replica
 
 OLD, NEW = 5, 2
+
+
+async def _replica(url: str) -> tuple[Stores, SqlQuotaSlots]:
+    """A started cluster replica on *url*, and its quota slots, that never counts the other
+    replicas of these tests dead: with a replica timeout of 1 s, a loaded machine delayed a
+    heartbeat past it, and the other replica freed this one's leases (the rule for a dead
+    replica's). A take alone then counted one a rename would refuse (``rename`` below)."""
+    stores = open_stores(url, settings(cluster=True, cluster_replica_timeout=3600.0))
+    await stores.start()
+    assert stores.quota_slots is not None
+    return stores, stores.quota_slots
 
 
 async def _slot_of(slots: SqlQuotaSlots) -> dict[int, str]:
@@ -40,13 +57,20 @@ async def _slot_of(slots: SqlQuotaSlots) -> dict[int, str]:
         return {slot: holder for slot, holder in rows}
 
 
+async def _answered(slots: SqlQuotaSlots, holder: str, limit: int) -> bool:
+    """A take at *limit*, tried again while answered "retry shortly" (another take's count
+    held past its wait: a loaded machine's honest answer), as its caller would."""
+    async with asyncio.timeout(120):  # a hang guard
+        while True:
+            try:
+                return await slots.take(TASK_SCOPE, CALLER, holder, limit)
+            except StoreUnavailableError:
+                await asyncio.sleep(0.05)
+
+
 async def _race(*slots: SqlQuotaSlots, limit: int, each: int = 6) -> int:
     """How many of ``each`` takes per replica, all at once, at *limit* were served."""
-    takes = [
-        s.take(TASK_SCOPE, CALLER, f"race-{id(s)}-{limit}-{n}", limit)
-        for n in range(each)
-        for s in slots
-    ]
+    takes = [_answered(s, f"race-{id(s)}-{limit}-{n}", limit) for n in range(each) for s in slots]
     return sum(await asyncio.gather(*takes))
 
 
@@ -65,6 +89,47 @@ async def test_a_lowered_quota_counts_the_slots_held_above_it(sql_url: str) -> N
         await slots_b.give_back(TASK_SCOPE, held[3])  # one left above the new quota
         assert await _race(slots_a, slots_b, limit=NEW) == 1
         assert len(await _slot_of(slots_a)) == NEW
+    finally:
+        await a.aclose()
+        await b.aclose()
+
+
+async def _taken(slots: SqlQuotaSlots, holder: str) -> bool:
+    """Whether a take at the new quota was served ("retry shortly" read as not yet)."""
+    try:
+        return await slots.take(TASK_SCOPE, CALLER, holder, NEW)
+    except StoreUnavailableError:
+        return False
+
+
+async def test_a_replica_counted_dead_while_alive_never_puts_the_caller_past_the_quota(
+    pg_url: str,
+) -> None:
+    """Replica A's heartbeats wait (its row locked, as a paused process's would not come)
+    while it holds a take at the lowered quota; B counts A dead, frees A's lease and is
+    served in its place. A, alive all along, then hands its slot to its task: the rename
+    finds no row and every slot taken, and is refused (the request cancels its task), so
+    the caller holds its quota of tasks, never more, however A's lease ended."""
+    a, slots_a = await _judging_replica(pg_url)
+    b, slots_b = await _judging_replica(pg_url)
+    try:
+        await _one_past(slots_a)
+        assert await slots_a.take(TASK_SCOPE, CALLER, "a", NEW)
+        engine = create_engine(parse_store_url(pg_url))
+        try:
+            async with engine.begin() as conn:  # A's beats wait for this lock
+                of_a = replicas_table.c.replica_id == slots_a.registry.replica_id
+                await conn.execute(select(replicas_table).where(of_a).with_for_update())
+                async with asyncio.timeout(60):  # a hang guard
+                    # refused until B counts A dead (B itself beating steadily for 1 s)
+                    while not await _taken(slots_b, "b"):
+                        await asyncio.sleep(0.05)
+                assert await slots_b.rename(TASK_SCOPE, "b", "task-b", NEW)
+        finally:
+            await engine.dispose()
+        assert not await slots_a.rename(TASK_SCOPE, "a", "task-a", NEW)
+        held = await slots_a.holders(TASK_SCOPE, CALLER)
+        assert len(held) == NEW and "task-b" in held and "task-a" not in held
     finally:
         await a.aclose()
         await b.aclose()
