@@ -38,6 +38,7 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from ._urls import read
+from .outages import sqlstate
 
 #: Our own tables, beside the SDK's; turn claims (``turns.py``) and quota slots too.
 METADATA = MetaData()
@@ -92,6 +93,8 @@ _DEREGISTERED = 0.0
 REPLICA_APPLICATION = "apcore-a2a replica "
 # A dead replica's sessions of this database: ended so that the locks they hold (a
 # replica paused in the middle of a statement, which no server timeout ends) go with them.
+#: SQLSTATE insufficient_privilege: this role may not end that replica's sessions
+_NOT_ALLOWED = "42501"
 _END_SESSIONS = text(
     "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
     "WHERE application_name = :name AND datname = current_database() "
@@ -266,10 +269,13 @@ class ReplicaRegistry:
                     await conn.execute(_END_SESSIONS, {"name": REPLICA_APPLICATION + replica_id})
                 ).scalar()
         except DBAPIError as exc:
-            self._cannot_end = True
+            # Only a refusal is for good; anything else (this session ended by another
+            # replica judging this one dead, a restart) is tried again at the next death.
+            self._cannot_end = sqlstate(exc) == _NOT_ALLOWED
             logger.warning(
-                "cannot end the sessions of dead replicas (%s): failing their tasks waits "
+                "cannot end the sessions of dead replicas%s (%s): failing their tasks waits "
                 "for the locks they hold",
+                "" if self._cannot_end else " now",
                 type(getattr(exc, "orig", exc)).__name__,
             )
             return

@@ -50,11 +50,16 @@ def is_outage(exc: BaseException) -> bool:
         return True
     if not isinstance(exc, DBAPIError):
         return False
+    return exc.connection_invalidated or sqlstate(exc).startswith(_BUSY_STATES)
+
+
+def sqlstate(exc: DBAPIError) -> str:
+    """The SQLSTATE of the server's error behind *exc* (``""`` if it carries none)."""
     cause = exc.orig
     state = getattr(cause, "sqlstate", None) or getattr(
         getattr(cause, "__cause__", None), "sqlstate", ""
     )
-    return exc.connection_invalidated or str(state).startswith(_BUSY_STATES)
+    return str(state or "")
 
 
 def reason(exc: BaseException) -> str:
