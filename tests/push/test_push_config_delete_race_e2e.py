@@ -213,16 +213,22 @@ async def test_a_0_3_config_whose_delete_died_keeps_its_version() -> None:
             config = {"taskId": task_id, "pushNotificationConfig": HOOK_03}
             assert "result" in await rpc(client, a, SET_03, config, version="0.3")
             await _lock_config(session, schema, task_id)
-            delete = {"taskId": task_id, "id": "hook"}
-            method = "DeleteTaskPushNotificationConfig"
-            async with _started(rpc(client, a, method, delete)) as deleted:
-                await _waiting(session, deleted)
-                pa.kill9()
-                pa.wait()
-                await session.execute("ROLLBACK")
-                with pytest.raises(httpx.HTTPError):
-                    await deleted
+            await _killed_deleting(client, a, session, task_id, pa)
             assert await _stored(session, schema, task_id) == (1, "0.3")  # was: None, 1.0
+
+
+async def _killed_deleting(client: Any, a: str, session: Any, task_id: str, pa: Any) -> None:
+    """Delete config ``hook`` on agent *a* (process *pa*) while the test's *session* holds
+    what the delete waits for; kill *a* in that wait, then let go: no answer comes."""
+    delete = {"taskId": task_id, "id": "hook"}
+    method = "DeleteTaskPushNotificationConfig"
+    async with _started(rpc(client, a, method, delete)) as deleted:
+        await _waiting(session, deleted)
+        pa.kill9()
+        pa.wait()
+        await session.execute("ROLLBACK")
+        with pytest.raises(httpx.HTTPError):
+            await deleted
 
 
 async def _hold_turn(session: Any, schema: str, task_id: str) -> None:
@@ -303,15 +309,7 @@ async def test_a_config_whose_delete_died_at_its_settle_leaves_no_slot_taken() -
                 task_id = await _parked(client, a)
                 assert "result" in await rpc(client, a, CREATE, {"taskId": task_id, **HOOK_03})
                 await _hold_turn(session, schema, task_id)
-                delete = {"taskId": task_id, "id": "hook"}
-                method = "DeleteTaskPushNotificationConfig"
-                async with _started(rpc(client, a, method, delete)) as deleted:
-                    await _waiting(session, deleted)
-                    pa.kill9()
-                    pa.wait()
-                    await session.execute("ROLLBACK")
-                    with pytest.raises(httpx.HTTPError):
-                        await deleted
+                await _killed_deleting(client, a, session, task_id, pa)
                 assert (await _stored(session, schema, task_id))[0] == 0
                 other = {"taskId": task_id, "id": "other", "url": HOOK}
                 created = await rpc(client, b, CREATE, other)

@@ -8,6 +8,8 @@ once) switched the ending off for good.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -21,6 +23,27 @@ from ._helpers import settings
 from .test_recovery import eventually
 
 asyncpg = pytest.importorskip("asyncpg")
+
+
+@contextlib.contextmanager
+def _tries(engine: Any, instead: Callable[[int], str | None]) -> Iterator[list[int]]:
+    """Count a replica's tries to end sessions on *engine* (the list's one item); the
+    *n*-th runs the statement ``instead(n)`` (no parameters) where that is not ``None``."""
+    tries = [0]
+
+    def rewrite(conn: Any, cursor: Any, statement: str, params: Any, *_: Any) -> Any:
+        if "pg_terminate_backend" not in statement:
+            return statement, params
+        tries[0] += 1
+        replaced = instead(tries[0])
+        return (statement, params) if replaced is None else (replaced, {})
+
+    sync = engine.sync_engine
+    event.listen(sync, "before_cursor_execute", rewrite, retval=True)
+    try:
+        yield tries
+    finally:
+        event.remove(sync, "before_cursor_execute", rewrite)
 
 
 async def test_a_failed_try_to_end_a_dead_replicas_sessions_is_tried_again(
@@ -37,27 +60,14 @@ async def test_a_failed_try_to_end_a_dead_replicas_sessions_is_tried_again(
         registry = ReplicaRegistry(
             stores.engine, heartbeat_interval=1, replica_timeout=5, replica_id="alive"
         )
-        sync = stores.engine.sync_engine
-        ends = 0
-
-        def ended_here(conn: Any, cursor: Any, statement: str, params: Any, *_: Any) -> Any:
-            # The first try's session is ended by the server as it runs (as another
-            # replica ending this one's sessions does): a real error, not a refusal.
-            nonlocal ends
-            if "pg_terminate_backend" in statement:
-                ends += 1
-                if ends == 1:
-                    return "SELECT pg_terminate_backend(pg_backend_pid())", params
-            return statement, params
-
-        event.listen(sync, "before_cursor_execute", ended_here, retval=True)
-        try:
+        # The first try's session is ended by the server as it runs (as another replica
+        # ending this one's sessions does): a real error, not a refusal.
+        own_end = "SELECT pg_terminate_backend(pg_backend_pid())"
+        with _tries(stores.engine, lambda n: own_end if n == 1 else None) as tries:
             await registry.end_sessions("paused")
             assert not paused.is_closed() and await paused.fetchval("SELECT 1") == 1
             await registry.end_sessions("paused")  # the next death it meets: tried again
-        finally:
-            event.remove(sync, "before_cursor_execute", ended_here)
-        assert ends == 2
+        assert tries == [2]
         assert "ended 1 session(s) of dead replica paused" in caplog.text
 
         async def gone() -> bool:
@@ -90,23 +100,10 @@ async def test_a_refusal_to_end_them_is_not_asked_again(
         registry = ReplicaRegistry(
             stores.engine, heartbeat_interval=1, replica_timeout=5, replica_id="alive"
         )
-        sync = stores.engine.sync_engine
-        tries = 0
-
-        def refused(conn: Any, cursor: Any, statement: str, params: Any, *_: Any) -> Any:
-            nonlocal tries
-            if "pg_terminate_backend" in statement:
-                tries += 1
-                return "SELECT refused()", {}
-            return statement, params
-
-        event.listen(sync, "before_cursor_execute", refused, retval=True)
-        try:
+        with _tries(stores.engine, lambda n: "SELECT refused()") as tries:
             await registry.end_sessions("paused")
             await registry.end_sessions("other")
-        finally:
-            event.remove(sync, "before_cursor_execute", refused)
-        assert tries == 1  # refused for good: the next death is not asked about
+        assert tries == [1]  # refused for good: the next death is not asked about
         assert caplog.text.count("cannot end the sessions of dead replicas (") == 1
     finally:
         await stores.aclose()
