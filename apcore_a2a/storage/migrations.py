@@ -12,6 +12,7 @@ from __future__ import annotations
 from importlib.resources import files
 from typing import Any
 
+from a2a.server.models import TaskEventModel, TaskModel
 from a2a.server.tasks import DatabaseTaskStore
 from sqlalchemy import inspect
 
@@ -76,10 +77,11 @@ async def create_indexes(tasks: DatabaseTaskStore) -> None:
     engine = tasks.engine
     await create_index(engine, *context_index(tasks))  # the context check's (contexts.py)
     await drop_index(engine, OLD_INDEX_NAME)
-    await create_index(engine, EVENT_INDEX, "task_events", "task_id, seq")  # event_index.py
+    events = TaskEventModel.__tablename__
+    await create_index(engine, EVENT_INDEX, events, "task_id, seq")  # event_index.py
     await create_index(engine, *state_index(tasks))  # ListTasks filtered by status (listing.py)
     where = RUNNING[engine.dialect.name]  # restart recovery (running.py)
-    await create_index(engine, RUNNING_INDEX, "tasks", "id", where=where)
+    await create_index(engine, RUNNING_INDEX, TaskModel.__tablename__, "id", where=where)
 
 
 def _sdk_scripts() -> tuple[Any, Any]:
