@@ -440,7 +440,8 @@ class GrpcServer:
             if self._stopping is not None:
                 await self._stopping.stop(grace)
             return
-        self._stopping, (going, self._health) = server, (self._health, None)
+        self._stopping = server
+        going, self._health = self._health, None
         if going is not None:
             await going()
         try:
