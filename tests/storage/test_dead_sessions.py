@@ -12,6 +12,7 @@ import contextlib
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import asyncpg
 import pytest
 from sqlalchemy import event
 
@@ -21,8 +22,6 @@ from apcore_a2a.storage._replicas import REPLICA_APPLICATION, ReplicaRegistry
 from .._postgres import PG_DB, PG_HOST, PG_PORT, PG_USER
 from ._helpers import settings
 from .test_recovery import eventually
-
-asyncpg = pytest.importorskip("asyncpg")
 
 
 @contextlib.contextmanager
