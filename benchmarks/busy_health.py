@@ -175,6 +175,9 @@ class Flood:
     #: one line per body: its JSON-RPC error code and message, or its task's state
     answers: list[str] = field(default_factory=list)
     sender_exit: int | None = None
+    #: probes answered between the first body going out and the last answer (``during``
+    #: also counts the ones a flood held up from before it to after it)
+    answered_inside: int = 0
 
     @property
     def during(self) -> list[tuple[int, float, bool]]:
@@ -242,6 +245,7 @@ async def probe_during(
         (status, seconds, start <= window[1] and end >= window[0])
         for (status, seconds, _), (start, end) in zip(flood.probes, spans, strict=True)
     ]
+    flood.answered_inside = sum(window[0] <= end <= window[1] for _, end in spans)
     return flood
 
 

@@ -193,7 +193,7 @@ async def test_health_answers_while_large_bodies_arrive(
     flood = await busy_health.probe_during(agent, "/health", shape, target=target, rounds=6)
     assert flood.sender_exit == 0
     assert {status for status, _seconds, _during in flood.probes} == {200}
-    assert flood.during, "no /health answer while the bodies were arriving"
+    assert flood.answered_inside, "no /health answer while the bodies were arriving"
     first, _, rest = ANSWERS[shape].partition(" ")
     assert len(flood.answers) == 48
     for answer in flood.answers:
