@@ -19,6 +19,7 @@ from apcore_a2a.ops.shutdown import drain, last_events
 from apcore_a2a.ops.stream_ends import StreamEnds
 from apcore_a2a.settings import Settings
 from apcore_a2a.upstream.skipped_lifespans import finish_lifespan
+from apcore_a2a.upstream.stalled_connections import peer, stalled
 
 logger = logging.getLogger("apcore_a2a")
 
@@ -29,8 +30,11 @@ logger = logging.getLogger("apcore_a2a")
 #: held down repeats every 30-40 ms, and so still counts every third one or so.
 ECHO = 0.1
 #: Seconds the connections still open when the drain has ended get to close (a stream
-#: sends the last event of its task; the others were ended then: ops/stream_ends.py).
+#: sends the last event of its task; the others were ended then: ops/stream_ends.py). A
+#: connection whose client has read none of what waits for it all that time is cut.
 STREAM_DELIVERY = 3.0
+#: Seconds between two looks at what the open connections' clients have not read.
+_LOOK_EVERY = 0.1
 
 
 class CtrlCs:
@@ -152,10 +156,17 @@ class GracefulServer(uvicorn.Server):
             # event the drain saw its task's store take (on its way to it).
             self.streams.end(last_events(state))
             if self.connection_bound is not None:
+                # uvicorn's bound comes after the cuts: at it, it cancels the app's tasks
+                # (ERROR lines with tracebacks), and a stalled transport stays open even so.
                 left = begun + self.connection_bound - time.monotonic()
-                self.config.timeout_graceful_shutdown = math.ceil(max(STREAM_DELIVERY, left))
-            # The lifespan's shutdown waits for this same drain before it closes the store.
-            await super().shutdown(sockets)
+                bound = max(STREAM_DELIVERY + 1, left)
+                self.config.timeout_graceful_shutdown = math.ceil(bound)
+            cutting = asyncio.ensure_future(self._cut_stalled())
+            try:
+                # The lifespan's shutdown waits for this same drain before it closes the store.
+                await super().shutdown(sockets)
+            finally:
+                cutting.cancel()
             # ...unless uvicorn skipped it (a second Ctrl-C came first): it closes the
             # stores all the same.
             await finish_lifespan(self)
@@ -186,3 +197,32 @@ class GracefulServer(uvicorn.Server):
                     state.stores.left_behind("them"),
                 )
             draining.cancel()
+
+    async def _cut_stalled(self) -> None:
+        """Cut each connection whose client has left bytes unread at every look for
+        :data:`STREAM_DELIVERY` seconds after the drain (a client that stopped reading
+        without closing: its stream's last event, or its response's end, cannot go), with
+        one WARNING line; uvicorn would wait for it until its bound
+        (``upstream/stalled_connections.py``)."""
+        waiting: dict[asyncio.WriteTransport, float] = {}
+        cut: set[asyncio.WriteTransport] = set()  # until uvicorn hears of its loss
+        try:
+            while True:
+                now = time.monotonic()
+                seen = set(stalled(self)) - cut
+                for transport in seen:
+                    if now - waiting.setdefault(transport, now) >= STREAM_DELIVERY:
+                        logger.warning(
+                            "Shutting down: cut the connection of %s, whose client has not "
+                            "read what was sent to it for %.1f s (a client that stopped "
+                            "reading)",
+                            peer(transport),
+                            STREAM_DELIVERY,
+                        )
+                        transport.abort()
+                        cut.add(transport)
+                for transport in set(waiting) - seen:
+                    del waiting[transport]  # it read them, or is gone
+                await asyncio.sleep(_LOOK_EVERY)
+        except Exception:  # uvicorn's bound still ends the wait
+            logger.exception("Shutting down: the connections could not be looked at")

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from apcore import ModuleError, Registry
+from apcore import ModuleAnnotations, ModuleError, Registry
 from pydantic import BaseModel, Field
 
 from apcore_a2a import InputRequired
@@ -95,6 +95,36 @@ class AskOnFile(AwaitFile):
         raise InputRequired("Which one?")
 
 
+class ChunksIn(BaseModel):
+    count: int = Field(ge=1, le=10_000)
+    size: int = Field(ge=1, le=65_536, description="characters per chunk")
+    path: str = Field(description="File whose appearance starts the stream")
+
+
+class ChunksOut(BaseModel):
+    model_config = {"extra": "allow"}
+
+
+class Chunks:
+    """Once the file at *path* exists (at most 60 s), streams *count* numbered chunks of
+    *size* characters as fast as it can: a stream whose client stops reading fills the
+    agent's send buffer."""
+
+    input_schema = ChunksIn
+    output_schema = ChunksOut
+    description = "Stream numbered chunks"
+    annotations = ModuleAnnotations(streaming=True, readonly=True)
+
+    async def execute(self, inputs: dict[str, Any], context: Any) -> dict[str, Any]:
+        return {}
+
+    async def stream(self, inputs: dict[str, Any], context: Any) -> AsyncIterator[dict[str, Any]]:
+        await AwaitFile().execute(inputs, context)
+        for n in range(inputs["count"]):
+            yield {"kind": "text", "text": f"{n:06d}:".ljust(inputs["size"], "x")}
+            await asyncio.sleep(0)
+
+
 class Extra:
     """Registered at runtime by the live-registry tests."""
 
@@ -108,7 +138,7 @@ class Extra:
 
 def build_registry(*, gated: bool = False) -> Registry:
     """The ops modules; *gated* adds ``ops.await_file``, ``ops.talk`` (a task parked in
-    ``input-required``) and ``ops.ask_on_file`` for the shutdown tests."""
+    ``input-required``), ``ops.ask_on_file`` and ``ops.chunks`` for the shutdown tests."""
     registry = Registry()
     registry.register("ops.add", Add())
     registry.register("ops.fail", Fail())
@@ -117,6 +147,7 @@ def build_registry(*, gated: bool = False) -> Registry:
         registry.register("ops.await_file", AwaitFile())
         registry.register("ops.talk", Talk())
         registry.register("ops.ask_on_file", AskOnFile())
+        registry.register("ops.chunks", Chunks())
     return registry
 
 
