@@ -19,7 +19,7 @@ from apcore_a2a.ops.shutdown import drain, last_events
 from apcore_a2a.ops.stream_ends import StreamEnds
 from apcore_a2a.settings import Settings
 from apcore_a2a.upstream.skipped_lifespans import finish_lifespan
-from apcore_a2a.upstream.stalled_connections import peer, stalled
+from apcore_a2a.upstream.stalled_connections import peer, stalled, unread
 
 logger = logging.getLogger("apcore_a2a")
 
@@ -199,19 +199,27 @@ class GracefulServer(uvicorn.Server):
             draining.cancel()
 
     async def _cut_stalled(self) -> None:
-        """Cut each connection whose client has left bytes unread at every look for
-        :data:`STREAM_DELIVERY` seconds after the drain (a client that stopped reading
+        """Cut each connection whose client has taken none of the bytes waiting for it
+        for :data:`STREAM_DELIVERY` seconds after the drain (a client that stopped reading
         without closing: its stream's last event, or its response's end, cannot go), with
         one WARNING line; uvicorn would wait for it until its bound
-        (``upstream/stalled_connections.py``)."""
-        waiting: dict[asyncio.WriteTransport, float] = {}
+        (``upstream/stalled_connections.py``). A slow client still reading is not cut."""
+        #: per transport: since when the bytes its client has not taken have not changed,
+        #: and how many they are. A client that reads moves them (the app may refill what
+        #: it took); one that does not, never: the app's send waits once they pass
+        #: uvicorn's high-water mark.
+        waiting: dict[asyncio.WriteTransport, tuple[float, int]] = {}
         cut: set[asyncio.WriteTransport] = set()  # until uvicorn hears of its loss
         try:
             while True:
                 now = time.monotonic()
                 seen = set(stalled(self)) - cut
                 for transport in seen:
-                    if now - waiting.setdefault(transport, now) >= STREAM_DELIVERY:
+                    left = unread(transport)
+                    since, before = waiting.get(transport, (now, left))
+                    since = now if left != before else since
+                    waiting[transport] = (since, left)
+                    if now - since >= STREAM_DELIVERY:
                         logger.warning(
                             "Shutting down: cut the connection of %s, whose client has not "
                             "read what was sent to it for %.1f s (a client that stopped "

@@ -19,12 +19,15 @@ pending send returns and its ``receive`` answers ``http.disconnect``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import struct
+import sys
 from collections.abc import Iterator
 from typing import Any, cast
 
 import uvicorn
 
-__all__ = ["peer", "stalled"]
+__all__ = ["peer", "stalled", "unread"]
 
 
 def stalled(server: uvicorn.Server) -> Iterator[asyncio.WriteTransport]:
@@ -44,3 +47,22 @@ def peer(transport: asyncio.BaseTransport) -> str:
     if isinstance(name, tuple) and len(name) >= 2:
         return f"{name[0]}:{name[1]}"
     return str(name or "an unknown client")
+
+
+def unread(transport: asyncio.WriteTransport) -> int:
+    """The bytes *transport*'s client has not taken: those the transport holds, and those
+    the kernel sent but the client has not acknowledged (Linux's ``TIOCOUTQ``; elsewhere
+    the transport's alone). A reading client moves the kernel's share first: on loopback
+    the socket's send buffer grows to megabytes, and the transport's bytes move only once
+    half of it has gone."""
+    held = transport.get_write_buffer_size()
+    sock = transport.get_extra_info("socket")
+    if sock is None or not sys.platform.startswith("linux"):
+        return held
+    import fcntl
+    import termios
+
+    with contextlib.suppress(OSError):  # closed meanwhile
+        (queued,) = struct.unpack("i", fcntl.ioctl(sock.fileno(), termios.TIOCOUTQ, b"\0" * 4))
+        return held + int(queued)
+    return held

@@ -16,11 +16,13 @@ guard below only ends a wait.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import re
 import signal
 import socket
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -144,3 +146,46 @@ async def test_a_stream_whose_client_stops_reading_holds_no_stop(tmp_path: Path,
     assert len(re.findall(r"has not read what was sent to it", out)) == 1, out
     last = running[-1]["result"]["statusUpdate"]["status"]
     assert last["state"] == "TASK_STATE_COMPLETED", running[-1]
+
+
+def _read_slowly(sock: socket.socket) -> bytes:
+    """What a slow client reads until the agent closes: a few kB at a time, 16 ms apart
+    (about 0.5 MB/s: several seconds of the stream's bytes wait for it after the drain)."""
+    received = bytearray()
+    while chunk := sock.recv(8192):
+        received += chunk
+        time.sleep(0.016)
+    return bytes(received)
+
+
+async def test_a_slow_client_still_reading_is_not_cut(tmp_path: Path) -> None:
+    gate = tmp_path / "go"
+    with serve_process(shutdown_timeout=600) as (url, proc):
+        port = int(url.rsplit(":", 1)[1])
+        sock = await asyncio.to_thread(
+            _stalled, port, "POST", "/", streaming_body("ops.chunks", _chunks(gate))
+        )
+        try:
+            # The stop drains the task, which streams 7.5 MB once let go: the stream gets
+            # them all and its end, read slowly by a client that takes some at every look.
+            proc.send_signal(signal.SIGTERM)
+            async with httpx.AsyncClient(base_url=url, timeout=GUARD, verify=TLS) as http:
+                async with asyncio.timeout(GUARD):  # the stop has begun: no new request
+                    while True:
+                        with contextlib.suppress(httpx.TransportError):
+                            await http.get("/health")
+                            await asyncio.sleep(0.05)
+                            continue
+                        break
+            gate.touch()
+            received = await asyncio.to_thread(_read_slowly, sock)
+            code = await asyncio.to_thread(proc.wait, GUARD)
+        finally:
+            sock.close()
+        out = proc.output()
+    assert code == 0, out
+    assert "has not read what was sent to it" not in out, out
+    # every chunk (a slow reader's appends may come merged into fewer events), then the end
+    numbers = sorted({int(n) for n in re.findall(rb'"(\d{6}):x', received)})
+    assert numbers == list(range(COUNT)), (numbers[:3], numbers[-3:])
+    assert b"TASK_STATE_COMPLETED" in received, received[-500:]
