@@ -75,8 +75,8 @@ def serve(registry_or_executor: Any = None, **kwargs: Any) -> None:
     ``serve(config="agent.yaml")``). SIGINT/SIGTERM stop the server gracefully within
     ``shutdown_timeout``; a second Ctrl-C that leaves tasks running raises
     ``SystemExit(1)``, and a third ends the process at once (``os._exit(1)``, unless
-    ``shutdown_force_timeout`` is 0); a SIGINT within 0.1 s of the last is that Ctrl-C
-    again (a wrapper's). ``workers`` > 1 needs the main thread (else StartupError).
+    ``shutdown_force_timeout`` is 0); a wrapper's forward of a Ctrl-C is that Ctrl-C
+    (docs/operations.md). ``workers`` > 1 needs the main thread (else StartupError).
 
     Like ``uvicorn.run``, ``serve()`` owns the process: it installs SIGINT/SIGTERM
     handlers, and when a module ignores its cancel at the stop (a ``def execute``
@@ -294,7 +294,7 @@ def run(
             f"workers={settings.workers} needs the main thread (the parent forwards SIGTERM and "
             "SIGINT to its workers; only the main thread takes signals): call serve() there"
         )
-    from apcore_a2a.ops.graceful_server import CtrlCs
+    from apcore_a2a.ops.ctrl_c import CtrlCs
 
     # Bound, not listening: it reserves the port (an error here names it) without taking
     # connections; the workers' listening sockets join it through SO_REUSEPORT.
@@ -324,8 +324,6 @@ def run(
             signal.signal(signum, signal.SIG_DFL)
             os.kill(os.getpid(), signum)
             return
-        if signum == signal.SIGINT and ctrl_cs.echo():
-            return  # the Ctrl-C just counted, delivered again (the group's, a wrapper's)
         # SIGTERM first: a Ctrl-C in a terminal reaches the workers too, and a SIGINT from
         # here would be their second. A SIGINT once stopping (a second one sent to this
         # process alone, as ``docker run`` without a terminal does, or one after SIGTERM)
@@ -341,7 +339,7 @@ def run(
             if child.pid is not None and child.is_alive():
                 os.kill(child.pid, forward)
 
-    previous = {sig: signal.signal(sig, stop) for sig in _STOPS}
+    previous = {sig: signal.signal(sig, ctrl_cs.judged(stop)) for sig in _STOPS}
     try:
         # Held while the workers are forked: a stop that comes meanwhile is forwarded once
         # every worker exists, and each worker holds it until its server takes it (run_app).
@@ -351,34 +349,33 @@ def run(
                 child.start()
         finally:
             signal.pthread_sigmask(signal.SIG_SETMASK, held)
-        logger.info(
-            "Serving A2A agent at %s with %d worker processes (%s)",
-            settings.public_url(),
-            len(children),
-            ", ".join(str(c.pid) for c in children),
-        )
-        while not stopping:
-            wait([c.sentinel for c in children], timeout=0.5)
-            dead = [c for c in children if not c.is_alive()]
-            if dead and not stopping:
-                logger.error(
-                    "worker %s exited with %s; stopping the others", dead[0].pid, dead[0].exitcode
-                )
-                stop(signal.SIGTERM, None)
-        # then SIGKILL for those still running 2 s after their own ExitDeadline (none
-        # with shutdown_force_timeout 0: each waits for its stubborn work, and so do we)
-        deadline = time.monotonic() + math.ceil(settings.shutdown_timeout) + 5.0
-        deadline += settings.shutdown_force_timeout
-        forced = settings.shutdown_force_timeout > 0
-        for child in children:
-            child.join(max(0.0, deadline - time.monotonic()) if forced else None)
-        for child in children:
-            if child.is_alive():
-                logger.error("worker %s did not stop in time; killing it", child.pid)
-                child.kill()
-                child.join()
+        with ctrl_cs.taking(stop):  # the forward of a Ctrl-C counted: not one more
+            logger.info(
+                "Serving A2A agent at %s with %d worker processes (%s)",
+                settings.public_url(),
+                len(children),
+                ", ".join(str(c.pid) for c in children),
+            )
+            while not stopping:
+                wait([c.sentinel for c in children], timeout=0.5)
+                dead = [c for c in children if not c.is_alive()]
+                if dead and not stopping:
+                    said = "worker %s exited with %s; stopping the others"
+                    logger.error(said, dead[0].pid, dead[0].exitcode)
+                    stop(signal.SIGTERM, None)
+            # then SIGKILL for those still running 2 s after their own ExitDeadline (none
+            # with shutdown_force_timeout 0: each waits for its stubborn work, and so do we)
+            deadline = time.monotonic() + math.ceil(settings.shutdown_timeout) + 5.0
+            deadline += settings.shutdown_force_timeout
+            forced = settings.shutdown_force_timeout > 0
+            for child in children:
+                child.join(max(0.0, deadline - time.monotonic()) if forced else None)
+            for child in children:
+                if child.is_alive():
+                    logger.error("worker %s did not stop in time; killing it", child.pid)
+                    child.kill()
+                    child.join()
     finally:
-        ctrl_cs.settle()  # the echo of a Ctrl-C that ended the stop meets stop(), as its own
         for sig, handler in previous.items():
             signal.signal(sig, handler)
         reservation.close()

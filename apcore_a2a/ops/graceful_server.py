@@ -14,6 +14,7 @@ from typing import Any
 
 import uvicorn
 
+from apcore_a2a.ops.ctrl_c import CtrlCs
 from apcore_a2a.ops.exit_deadline import ExitDeadline
 from apcore_a2a.ops.shutdown import drain, last_events
 from apcore_a2a.ops.stream_ends import StreamEnds
@@ -23,39 +24,12 @@ from apcore_a2a.upstream.stalled_connections import peer, stalled, unread
 
 logger = logging.getLogger("apcore_a2a")
 
-#: Seconds within which a SIGINT repeats the Ctrl-C last counted: a terminal sends each
-#: Ctrl-C to its whole process group, and a wrapper in that group (``uv run``, ``npm exec``,
-#: a shell script's ``trap``) forwards it to its child again, milliseconds later. Counted
-#: twice, one Ctrl-C abandoned the running tasks. A person's next Ctrl-C comes later; one
-#: held down repeats every 30-40 ms, and so still counts every third one or so.
-ECHO = 0.1
 #: Seconds the connections still open when the drain has ended get to close (a stream
 #: sends the last event of its task; the others were ended then: ops/stream_ends.py). A
 #: connection whose client has read none of what waits for it all that time is cut.
 STREAM_DELIVERY = 3.0
 #: Seconds between two looks at what the open connections' clients have not read.
 _LOOK_EVERY = 0.1
-
-
-class CtrlCs:
-    """Tells a person's Ctrl-C from the same one delivered twice (:data:`ECHO`)."""
-
-    def __init__(self) -> None:
-        self._counted = -math.inf
-
-    def echo(self) -> bool:
-        """Whether a SIGINT handled now repeats the last one counted (else it counts)."""
-        now = time.monotonic()
-        if now - self._counted < ECHO:
-            return True
-        self._counted = now
-        return False
-
-    def settle(self) -> None:
-        """Wait out the echo of the last Ctrl-C counted, if any is due (at most
-        :data:`ECHO`): it then meets the handler that counts, not the one restored after
-        it (Python's ``KeyboardInterrupt``: a traceback as the process ends, status -2)."""
-        time.sleep(max(0.0, self._counted + ECHO - time.monotonic()))
 
 
 class GracefulServer(uvicorn.Server):
@@ -106,15 +80,21 @@ class GracefulServer(uvicorn.Server):
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
         with super().capture_signals():
-            yield
+            # uvicorn's handlers are in place: what the thread that reads senders does
+            # not take (ops/ctrl_c.py) reaches them
+            with self.ctrl_cs.taking(self.take_signal):
+                yield
             # uvicorn hands back the signals it took as it leaves: not a third Ctrl-C
             self.replaying = True
         self.replaying = False
-        self.ctrl_cs.settle()  # still in serve()'s hands (uvicorn_signals.graceful_exit)
 
     def handle_exit(self, sig: int, frame: Any) -> None:
         if sig == signal.SIGINT and not self.replaying and self.ctrl_cs.echo():
             return  # the Ctrl-C just counted, delivered again (the group's, a wrapper's)
+        self.take_signal(sig, frame)
+
+    def take_signal(self, sig: int, frame: Any) -> None:
+        """A stop signal, not the forward of one already taken (a Ctrl-C's)."""
         # A third Ctrl-C: what the stop still waits for (a module that swallows its cancel,
         # a frozen database as the store closes) would hold it until the exit deadline.
         # serve() owns the process, unless shutdown_force_timeout is 0 (no deadline).

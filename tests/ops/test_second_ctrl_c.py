@@ -21,7 +21,7 @@ import asyncpg
 import httpx
 import pytest
 
-from apcore_a2a.ops.graceful_server import ECHO
+from apcore_a2a.ops.ctrl_c import ECHO
 
 from .._postgres import PG_DB, PG_HOST, PG_PORT, PG_USER, pg_schema_url
 from .._support import ROOT, TLS, ServerProcess, cli_server

@@ -20,7 +20,7 @@ import pytest
 from a2a.server.context import ServerCallContext
 from a2a.types import TaskState
 
-from apcore_a2a.ops.graceful_server import ECHO
+from apcore_a2a.ops.ctrl_c import ECHO
 from apcore_a2a.ops.shutdown import SHUTDOWN_MESSAGE
 from apcore_a2a.settings import Settings
 from apcore_a2a.storage import open_stores

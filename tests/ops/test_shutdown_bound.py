@@ -19,8 +19,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from apcore_a2a.ops.ctrl_c import ECHO
 from apcore_a2a.ops.exit_deadline import NAMED, pending_work
-from apcore_a2a.ops.graceful_server import ECHO
 
 from .._support import ROOT, TLS, ServerProcess, free_port, stop_process, wait_http
 from ._agent import send, wait_state

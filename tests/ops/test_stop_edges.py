@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 import json
 import os
+import pty
 import re
 import signal
 import socket
@@ -136,14 +137,19 @@ async def test_a_ctrl_c_while_the_exit_waits_for_a_module_ends_the_process_in_on
     assert "main thread in " in line and "_shutdown" in line, line  # at the exit's wait
 
 
-#: a wrapper that forwards what it gets to its child, a moment later (after the child took
-#: the terminal's own: it would otherwise find both pending, and run its handler once)
+#: a wrapper that forwards what it gets to its child, a moment later (argv[2] seconds: 0.02
+#: lets the child take the terminal's own first, else it would find both pending and run
+#: its handler once; 0.3 is a forward on a loaded host), and says when it has; with a
+#: terminal's path in argv[1], it makes that its session's controlling terminal first
 _WRAPPER = """
-import signal, subprocess, sys, time
-child = subprocess.Popen(sys.argv[1:])
+import os, signal, subprocess, sys, time
+if sys.argv[1]:
+    os.open(sys.argv[1], os.O_RDWR)  # a session leader's first terminal: its own
+child = subprocess.Popen(sys.argv[3:])
 def forward(sig, _frame):
-    time.sleep(0.02)
+    time.sleep(float(sys.argv[2]))
     child.send_signal(sig)
+    print("wrapper forwarded", sig, flush=True)
 signal.signal(signal.SIGINT, forward)
 signal.signal(signal.SIGTERM, forward)
 sys.exit(child.wait())
@@ -158,39 +164,73 @@ serve(build_registry(gated=True), **json.loads(sys.argv[1]))
 """
 
 
-@pytest.mark.parametrize("presses", [1, 2])
-@pytest.mark.parametrize("workers", [1, 2])
+async def _forwarded(proc: ServerProcess, count: int) -> None:
+    async with asyncio.timeout(GUARD):  # a hang guard
+        while proc.output().count("wrapper forwarded") < count:
+            assert proc.poll() is None, proc.output()
+            await asyncio.sleep(0.05)
+
+
+@pytest.mark.parametrize(
+    ("workers", "presses", "delay", "tty"),
+    [
+        (1, 1, 0.02, False),
+        (1, 1, 0.3, False),
+        (1, 2, 0.3, False),
+        (2, 1, 0.3, False),
+        (2, 2, 0.02, False),
+        (2, 2, 0.3, False),
+        (1, 2, 0.3, True),
+        (2, 1, 0.3, True),
+    ],
+)
 async def test_one_ctrl_c_through_a_forwarding_wrapper_counts_once(
-    tmp_path: Path, workers: int, presses: int
+    tmp_path: Path, workers: int, presses: int, delay: float, tty: bool
 ) -> None:
     """A terminal sends Ctrl-C to its whole process group, and a wrapper in it (``uv
     run``, ``npm exec``) forwards it to its child again: the server took the two for a
     second Ctrl-C and abandoned its running task (status 1), and the person's second
     Ctrl-C was a third (the process ended at once; with workers, the parent counted the two
-    and killed them). One Ctrl-C is one: the task finishes in the drain, status 0; the
-    second stops the wait for it, status 1."""
+    and killed them). Told apart by time (within 0.1 s), a forward later than that on a
+    loaded host still counted twice; it is told by its sender now, the parent, whenever
+    it comes. One Ctrl-C is one: the task finishes in the drain after the forward, status
+    0; the second stops the wait for it, status 1. Ctrl-C is sent to the group as a
+    terminal does (by a process: ``os.killpg``), or typed on a real one (a pseudo-terminal
+    the wrapper's session has: the kernel sends it)."""
     gate, port = tmp_path / "release", free_port()
     settings = {"host": "127.0.0.1", "port": port, "shutdown_timeout": 60, "workers": workers}
     settings |= {"cluster": workers > 1, "task_store": f"sqlite:///{tmp_path / 'tasks.db'}"}
     server = [sys.executable, "-c", _GATED.format(root=str(ROOT)), json.dumps(settings)]
-    proc = ServerProcess([sys.executable, "-c", _WRAPPER, *server], cwd=ROOT, session=True)
+    terminal, typed = pty.openpty() if tty else (-1, -1)
+    path = os.ttyname(typed) if tty else ""
+    wrapper = [sys.executable, "-c", _WRAPPER, path, str(delay), *server]
+    proc = ServerProcess(wrapper, cwd=ROOT, session=True)
+
+    def ctrl_c() -> None:
+        if tty:
+            os.write(terminal, b"\x03")  # typed: the terminal's driver sends SIGINT
+        else:
+            os.killpg(proc.pid, signal.SIGINT)  # as a terminal does
+
     try:
         url = f"http://127.0.0.1:{port}"
         wait_http(url + "/health", proc=proc)
         async with httpx.AsyncClient(base_url=url, timeout=30, verify=TLS) as http:
             task = await send(http, "ops.await_file", {"path": str(gate)}, return_immediately=True)
             await wait_state(http, task["id"], {"TASK_STATE_WORKING"})
-        os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C in the terminal
+        ctrl_c()
         await _until(proc, "Shutting down: waiting up to")
+        await _forwarded(proc, 1)  # the task still runs: the forward met the drain
         if presses == 2:
-            await asyncio.sleep(0.5)  # the person's second Ctrl-C
-            os.killpg(proc.pid, signal.SIGINT)
+            ctrl_c()  # the person's second Ctrl-C
         else:
             gate.touch()  # the task finishes within the drain
     finally:
         code, out = await asyncio.to_thread(_ended, proc)
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)  # whatever of the group is left
+        for fd in {terminal, typed} - {-1}:
+            os.close(fd)
     assert "Third Ctrl-C" not in out, out
     if presses == 1:
         assert "Second Ctrl-C" not in out, out  # before: "...for 1 running task(s)", status 1
