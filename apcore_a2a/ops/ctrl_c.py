@@ -138,15 +138,23 @@ class CtrlCs:
 
     def _take(self, act: Act) -> None:
         me = os.getpid()
+        got: signal.struct_siginfo | None
         while True:
             got = signal.sigwaitinfo(STOPS)
             if self._leaving and got.si_pid == me:
-                return  # taking() ends
-            try:
-                if not self.forward(got.si_signo, got.si_code, got.si_pid):
-                    act(got.si_signo, None)
-            except Exception:  # this thread alone takes the stops: it must live on
-                logger.exception("handling signal %d failed", got.si_signo)
+                break  # taking() ends
+            self._judge(got, act)
+        # What the process was sent meanwhile is still judged by its sender (it would meet
+        # the handler in place, which cannot tell a forward)
+        while (got := signal.sigtimedwait(STOPS, 0)) is not None:
+            self._judge(got, act)
+
+    def _judge(self, got: signal.struct_siginfo, act: Act) -> None:
+        try:
+            if not self.forward(got.si_signo, got.si_code, got.si_pid):
+                act(got.si_signo, None)
+        except Exception:  # this thread alone takes the stops: it must live on
+            logger.exception("handling signal %d failed", got.si_signo)
 
 
 def _hold() -> set[int | signal.Signals] | None:

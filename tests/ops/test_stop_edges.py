@@ -240,6 +240,48 @@ async def test_one_ctrl_c_through_a_forwarding_wrapper_counts_once(
         assert code == 1, out
 
 
+_MASKED = """
+import json, signal, sys
+sys.path.insert(0, {root!r})
+from tests.ops._agent import build_registry
+from apcore_a2a import serve
+def state():
+    held = sorted(signal.pthread_sigmask(signal.SIG_BLOCK, []))
+    return [held, signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)]
+signal.pthread_sigmask(signal.SIG_BLOCK, {{signal.SIGUSR1}})  # the host's own
+before = state()
+serve(build_registry(), **json.loads(sys.argv[1]))
+print("host's signals as before:", state() == before, before, state(), flush=True)
+"""
+
+
+def _main_thread_holds(pid: int) -> int:
+    status = Path(f"/proc/{pid}/task/{pid}/status").read_text()
+    [held] = re.findall(r"^SigBlk:\s*([0-9a-f]+)$", status, re.M)
+    return int(held, 16)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+async def test_the_sender_is_read_while_serving_and_the_host_mask_is_as_before() -> None:
+    """While ``serve()`` runs, its main thread holds SIGINT and SIGTERM (a thread of its
+    own takes them and reads who sent each); when it returns, the host's signal mask and
+    handlers are as they were."""
+    port = free_port()
+    settings = json.dumps({"host": "127.0.0.1", "port": port})
+    argv = [sys.executable, "-c", _MASKED.format(root=str(ROOT)), settings]
+    proc = ServerProcess(argv, cwd=ROOT, session=True, scripts=True)
+    try:
+        wait_http(f"http://127.0.0.1:{port}/health", proc=proc)
+        held = _main_thread_holds(proc.pid)
+        bits = {sig: 1 << (sig - 1) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1)}
+        assert all(held & bit for bit in bits.values()), hex(held)
+        os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C in the terminal
+    finally:
+        code, out = await asyncio.to_thread(_ended, proc)
+    assert code == 0, out
+    assert "host's signals as before: True" in out, out
+
+
 def test_workers_from_another_thread_are_refused_before_anything_starts(tmp_path: Path) -> None:
     """Only the main thread can take the signals the workers' parent forwards: it raised a
     bare ``ValueError`` once it had reserved the port (left reserved). It is now refused
