@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from a2a.server.context import ServerCallContext
@@ -21,7 +22,7 @@ from a2a.utils.errors import A2AError
 
 from apcore_a2a.edge.call import with_record
 from apcore_a2a.execution.observer import TERMINAL_STATES, state_name, task_state
-from apcore_a2a.upstream.ended_runs import run_ended
+from apcore_a2a.upstream.ended_runs import held_runs, run_ended
 
 if TYPE_CHECKING:
     from apcore_a2a.execution.observer import Execution
@@ -37,6 +38,13 @@ _SETTLE_SECONDS = 2.0
 #: Seconds the gRPC calls get, once the drain has ended, to send their last message
 #: (their task's last event, ``NOT_SERVING``), as the HTTP connections (``_runner.py``).
 _LAST_WRITES = 3.0
+#: Seconds the request handler's close gets after the drain, at least (else what is left of
+#: ``shutdown_timeout``): it cancels every run and waits for each to end, and a run that
+#: does not take its cancel (its save waiting on a locked SQLite file, whose cancelled
+#: connection SQLAlchemy closes under ``asyncio.shield``) is left then, so the stores close.
+CLOSE_GRACE = 2.0
+#: Task ids a warning names at most (the rest counted).
+_NAMED = 8
 #: states an execution can be left in without a final event to wait for
 _UNSETTLED = frozenset({"submitted", "working"})
 
@@ -97,6 +105,38 @@ async def _drain(state: ServerView, grace: float) -> None:
     if stopping is not None:
         with contextlib.suppress(Exception):
             await stopping
+
+
+async def close_runs(state: ServerView, running: Callable[[], list[str]]) -> None:
+    """Close the request handler (a2a-sdk cancels each run and waits for it), waiting at
+    most what is left of the drain's deadline, and :data:`CLOSE_GRACE` at least. A close
+    still waiting then goes on alone, named in one WARNING with the tasks whose runs it
+    waits for (*running*: those whose module still runs here)."""
+    closing = asyncio.ensure_future(state.handler.aclose())
+    deadline = state.ops.shutdown_deadline
+    left = deadline - time.monotonic() if deadline is not None else 0.0
+    try:
+        await asyncio.wait([closing], timeout=max(left, CLOSE_GRACE))
+    except asyncio.CancelledError:
+        closing.cancel()  # the stop given up on (a second Ctrl-C): as the close was before
+        raise
+    if closing.done():
+        closing.result()
+        return
+    # Not cancelled: that is what it does not take. Kept, so that nothing collects it.
+    state.extras["abandoned_close"] = closing
+    held, modules = held_runs(state.handler), set(running())
+    named = ", ".join(f"{t} (module still running)" if t in modules else t for t in held[:_NAMED])
+    more = f" and {len(held) - _NAMED} more" if len(held) > _NAMED else ""
+    logger.warning(
+        "Shutting down: the runs of %d task(s) did not close %.1f s after the drain (%s%s): "
+        "a run that does not take its cancel; abandoning them, the stores close now; %s",
+        len(held),
+        max(left, CLOSE_GRACE),
+        named or "none held",
+        more,
+        state.stores.left_behind("them"),
+    )
 
 
 def last_events(state: ServerView) -> dict[str, str]:

@@ -36,7 +36,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from apcore_a2a.execution.catalog import SkillCatalog
 from apcore_a2a.execution.executor import ApCoreAgentExecutor
 from apcore_a2a.ops.operations import Operations
-from apcore_a2a.ops.shutdown import drain
+from apcore_a2a.ops.shutdown import close_runs, drain
 from apcore_a2a.server.caller_keys import own_server_note
 from apcore_a2a.server.limits import StreamLimiter
 from apcore_a2a.settings import Settings
@@ -202,13 +202,16 @@ class Lifecycle:
             self.started = False
             state = self.state
             state.catalog.unwatch()
-            # The drain serve() began on SIGTERM, if it did: the store closes after it.
-            await drain(state, state.settings.shutdown_timeout)
-            await state.handler.aclose()
-            await self._close()
-            state.agent_executor.close()
-            if self.tuning:
-                gc.unfreeze()  # let this app's own cycles be collected once it is gone
+            try:
+                # The drain serve() began on SIGTERM, if it did: the store closes after it.
+                await drain(state, state.settings.shutdown_timeout)
+                # Bounded: a run that does not take its cancel holds the close for ever.
+                await close_runs(state, state.agent_executor.running_task_ids)
+            finally:
+                await self._close()
+                state.agent_executor.close()
+                if self.tuning:
+                    gc.unfreeze()  # let this app's own cycles be collected once it is gone
 
     async def _close(self) -> None:
         """Stop the started features in reverse order, then operations and the stores."""
