@@ -339,3 +339,63 @@ def test_a_server_script_runs_forked_with_its_signals() -> None:
     assert proc.output().startswith("True\n")  # forked
     with pytest.raises(pytest.fail.Exception, match="exited with 3"):
         stop_process(proc, timeout=30)
+
+
+#: tests that leave a failed task and a failed future in reference cycles (only the cyclic
+#: collector frees them), then one that checks its own log for errors, as many tests do
+_LEAKS = """
+import asyncio, gc, logging
+
+def test_leaks():
+    gc.disable()  # no collection before the harness's own: the report's timing is its
+
+    async def main():
+        async def fail():
+            raise RuntimeError("raised in test_leaks")
+
+        task = asyncio.ensure_future(fail())
+        await asyncio.sleep(0.01)
+        cycle = [task]
+        cycle.append(cycle)
+
+    asyncio.run(main())
+
+def test_leaks_a_future():
+    loop = asyncio.new_event_loop()
+    future = loop.create_future()
+    future.set_exception(RuntimeError("set in test_leaks_a_future"))
+    cycle = [future]
+    cycle.append(cycle)
+    loop.close()
+
+def test_next(caplog):
+    gc.collect()  # what any allocation in this test could have started
+    gc.enable()
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == []
+"""
+
+
+def test_a_leaked_failed_task_fails_the_test_that_leaked_it(tmp_path: Path) -> None:
+    """asyncio reports a failed task nobody awaited when the task is freed: one kept by a
+    reference cycle, at the next collection, which could be in any later test (its ERROR
+    failed ``tests/auth/test_odd_owner_stores.py``, leaked by a push test). The harness
+    (``tests/conftest.py``) collects at each test's teardown and fails the leaking test."""
+    (tmp_path / "test_leak.py").write_text(_LEAKS)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    command = ["-m", "pytest", "-p", "tests.conftest", "-p", "no:cacheprovider", "-v"]
+    done = subprocess.run(
+        [sys.executable, *command, "test_leak.py"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert "test_leak.py::test_next PASSED" in done.stdout, done.stdout
+    blamed = done.stdout.split("= ERRORS =", 1)[-1].split("_ ERROR at teardown of ")[1:]
+    assert [report.split(" _", 1)[0] for report in blamed] == ["test_leaks", "test_leaks_a_future"]
+    assert "Task exception was never retrieved" in blamed[0]
+    assert "RuntimeError: raised in test_leaks" in blamed[0]
+    assert "Future exception was never retrieved" in blamed[1]
+    assert "RuntimeError: set in test_leaks_a_future" in blamed[1]
+    assert done.returncode == 1
