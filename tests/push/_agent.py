@@ -234,13 +234,23 @@ class Replicas:
 
 @contextlib.asynccontextmanager
 async def two_replicas(task_store: str, **overrides: Any) -> AsyncIterator[Replicas]:
-    """A webhook receiver and two push agents serving *task_store* as cluster replicas."""
+    """A webhook receiver and two push agents serving *task_store* as cluster replicas.
+
+    The client's timeout is a hang guard, not a bound on the agents: a blocking
+    ``SendMessage`` answers once its task has run, and in cluster mode on PostgreSQL a task
+    of five chunks is some 55 statements one after the other (its quota slot and claim,
+    each event saved, the configs read for each event and each webhook attempt) on the one
+    loop that also runs the other replica, the receiver and the retries. Four such tests
+    at once beside busy loops took 2.4 to 5.8 s for it (1 s at the quietest), spread
+    evenly over the statements, no stall; with the test's core shared by 40 busy loops it
+    passed 10 s (a ``ReadTimeout``, as once in a run of the suite under load).
+    """
     a, b = (push_app(task_store=task_store, cluster=True, **overrides) for _ in range(2))
     async with (
         receiver() as rec,
         running_server(a) as base_a,
         running_server(b) as base_b,
-        httpx.AsyncClient(timeout=10) as client,
+        httpx.AsyncClient(timeout=60) as client,
     ):
         yield Replicas(rec, client, a, b, base_a, base_b)
 
