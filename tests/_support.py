@@ -477,6 +477,21 @@ async def rpc_stream(
             yield frames
 
 
+def chunks_of(results: list[dict[str, Any]]) -> tuple[list[int], str]:
+    """The numbers of the chunks (``"000012:xxx"``) a stream's JSON-RPC results carried,
+    in the order they came, and the last task state among them."""
+    numbers: list[int] = []
+    state = ""
+    for result in results:
+        if "artifactUpdate" in result:
+            parts = result["artifactUpdate"]["artifact"]["parts"]
+            numbers += [int(p["text"].split(":", 1)[0]) for p in parts]
+        for key in ("task", "statusUpdate"):
+            if key in result:
+                state = result[key]["status"]["state"]
+    return numbers, state
+
+
 def send_message(skill: str, data: dict[str, Any], *, message_id: str = "m-1") -> dict[str, Any]:
     """A JSON-RPC 1.0 ``SendMessage`` request calling *skill* with one data part."""
     return {

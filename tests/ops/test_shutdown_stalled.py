@@ -29,7 +29,7 @@ from typing import Any
 import httpx
 import pytest
 
-from .._support import TLS
+from .._support import TLS, chunks_of
 from ._agent import message_params, read_stream, rpc, streaming_body, wait_state
 from ._proc import serve_process
 
@@ -72,16 +72,7 @@ async def _chunk_numbers(
     """Read a whole JSON-RPC stream into *events*; its last state, once every chunk came
     in order."""
     await read_stream(http, body, events)
-    numbers: list[int] = []
-    state = ""
-    for event in events:
-        result = event["result"]
-        if "artifactUpdate" in result:
-            parts = result["artifactUpdate"]["artifact"]["parts"]
-            numbers += [int(p["text"].split(":", 1)[0]) for p in parts]
-        for key in ("task", "statusUpdate"):
-            if key in result:
-                state = result[key]["status"]["state"]
+    numbers, state = chunks_of([event["result"] for event in events])
     assert numbers == list(range(COUNT)), numbers[:5]
     return state
 

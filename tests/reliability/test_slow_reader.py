@@ -19,7 +19,7 @@ from typing import Any
 
 import httpx
 
-from tests._support import TLS, ServerProcess, cli_server, sse_frames
+from tests._support import TLS, ServerProcess, chunks_of, cli_server, sse_frames
 
 PROBES = str(Path(__file__).resolve().parents[1] / "storage" / "probes")
 V1 = {"A2A-Version": "1.0"}
@@ -80,18 +80,8 @@ def _stalled_reader(base: str) -> tuple[socket.socket, str, bytes]:
 
 async def _read_everything(http: httpx.AsyncClient, base: str) -> tuple[list[int], str]:
     """A normal reader: the chunk numbers it got, in order, and the last state."""
-    numbers: list[int] = []
-    state = ""
     async with http.stream("POST", base + "/", json=_stream_body(), headers=V1) as response:
-        async for _id, payload in sse_frames(response):
-            result = payload["result"]
-            if "artifactUpdate" in result:
-                parts = result["artifactUpdate"]["artifact"]["parts"]
-                numbers += [int(p["text"].split(":", 1)[0]) for p in parts]
-            for key in ("task", "statusUpdate"):
-                if key in result:
-                    state = result[key]["status"]["state"]
-    return numbers, state
+        return chunks_of([payload["result"] async for _id, payload in sse_frames(response)])
 
 
 async def _watch_until_done(
