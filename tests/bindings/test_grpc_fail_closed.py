@@ -29,6 +29,19 @@ async def _abort(error: Any, context: grpc.aio.ServicerContext) -> None:
     await context.abort(grpc.StatusCode.INTERNAL, str(error))
 
 
+async def _refused(call: Any) -> grpc.StatusCode:
+    """The status the server refused *call* with. A request message the client sends after
+    the refusal fails in the client itself (INTERNAL, "Failed execute_batch") on a loaded
+    machine, hiding the server's status: that call is made again."""
+    for _ in range(10):
+        with pytest.raises(grpc.aio.AioRpcError) as refused:
+            await call()
+        code: grpc.StatusCode = refused.value.code()
+        if code != grpc.StatusCode.INTERNAL or "execute_batch" not in str(refused.value):
+            return code
+    return code
+
+
 async def test_a_client_streaming_a2a_method_is_refused_not_served_unchecked(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
@@ -55,16 +68,19 @@ async def test_a_client_streaming_a2a_method_is_refused_not_served_unchecked(
     await server.start()
     try:
         async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+            upload_call = channel.stream_unary(f"/{SERVICE_V1}/Upload")
+            chat_call = channel.stream_stream(f"/{SERVICE_V1}/Chat")
+
+            async def upload() -> None:
+                await upload_call(iter([b"a", b"b"]), timeout=30)
+
+            async def chat() -> None:
+                async for _item in chat_call(iter([b"a"]), timeout=30):
+                    pass
+
             for _ in range(2):
-                upload_call = channel.stream_unary(f"/{SERVICE_V1}/Upload")
-                with pytest.raises(grpc.aio.AioRpcError) as refused:
-                    await upload_call(iter([b"a", b"b"]), timeout=30)
-                assert refused.value.code() == grpc.StatusCode.UNIMPLEMENTED
-                chat_call = channel.stream_stream(f"/{SERVICE_V1}/Chat")
-                with pytest.raises(grpc.aio.AioRpcError) as refused:
-                    async for _item in chat_call(iter([b"a"]), timeout=30):
-                        pass
-                assert refused.value.code() == grpc.StatusCode.UNIMPLEMENTED
+                assert await _refused(upload) == grpc.StatusCode.UNIMPLEMENTED
+                assert await _refused(chat) == grpc.StatusCode.UNIMPLEMENTED
     finally:
         await server.stop(None)
     assert ran == []
