@@ -182,11 +182,14 @@ async def test_a_claim_is_held_by_an_earlier_releases_rule_too() -> None:
 
 
 async def _waiting_on(holder: Any, db: Any) -> None:
-    """Until a statement (the agent's) waits on a lock *holder* holds."""
+    """Until a statement (the agent's) waits on a lock *holder* holds. *db* may be in a
+    transaction (the holder itself): there ``pg_stat_activity`` is a snapshot taken at its
+    first read, which never shows a backend that came later, so each look clears it."""
     waiting = "SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))"
     async with asyncio.timeout(30):  # a hang guard
         while not await db.fetchval(waiting, holder.get_server_pid()):
             await asyncio.sleep(0.02)
+            await db.execute("SELECT pg_stat_clear_snapshot()")
 
 
 async def test_a_claim_gone_before_its_take_over_leaves_no_note_of_an_old_claim() -> None:
