@@ -1,7 +1,8 @@
 """Watch: a2a-sdk's request handler offers no accessor for its runs (its ``ActiveTask`` of
 a task), so the stop's drain cannot ask whether a task's run has applied every event.
 
-``apcore_a2a.upstream.ended_runs.run_ended`` reads the handler's registry. The first test
+``apcore_a2a.upstream.ended_runs.run_ended`` and ``held_runs`` (the tasks a stop's bounded
+close names) read the handler's registry. The first test
 fails the day the handler or its registry gains a public member: use it and delete the
 file. The second holds the reading to what the SDK does: a run is held while its events
 are applied, and is gone (or finished) after.
@@ -19,7 +20,7 @@ from a2a.server.events import EventQueue
 from a2a.server.request_handlers import DefaultRequestHandler
 from a2a.types import GetTaskRequest, TaskState, TaskStatus, TaskStatusUpdateEvent
 
-from apcore_a2a.upstream.ended_runs import run_ended
+from apcore_a2a.upstream.ended_runs import held_runs, run_ended
 
 from ._plain import plain_handler, start_working
 
@@ -59,6 +60,7 @@ async def test_a_run_is_held_until_its_events_are_applied() -> None:
     handler = plain_handler(executor)
     task_id = await start_working(handler)
     assert not run_ended(handler, task_id)
+    assert held_runs(handler) == [task_id]
     executor.gate.set()
     async with asyncio.timeout(10):
         while not run_ended(handler, task_id):
@@ -68,3 +70,4 @@ async def test_a_run_is_held_until_its_events_are_applied() -> None:
     assert stored is not None and stored.status.state == TaskState.TASK_STATE_COMPLETED
     assert run_ended(handler, "no-such-task")
     await handler.aclose()
+    assert held_runs(handler) == []  # the close forgets the runs it ended
