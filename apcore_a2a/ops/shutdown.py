@@ -115,8 +115,9 @@ async def close_runs(state: ServerView, running: Callable[[], list[str]]) -> Non
     closing = asyncio.ensure_future(state.handler.aclose())
     deadline = state.ops.shutdown_deadline
     left = deadline - time.monotonic() if deadline is not None else 0.0
+    grace = max(left, CLOSE_GRACE)
     try:
-        await asyncio.wait([closing], timeout=max(left, CLOSE_GRACE))
+        await asyncio.wait([closing], timeout=grace)
     except asyncio.CancelledError:
         closing.cancel()  # the stop given up on (a second Ctrl-C): as the close was before
         raise
@@ -132,7 +133,7 @@ async def close_runs(state: ServerView, running: Callable[[], list[str]]) -> Non
         "Shutting down: the runs of %d task(s) did not close %.1f s after the drain (%s%s): "
         "a run that does not take its cancel; abandoning them, the stores close now; %s",
         len(held),
-        max(left, CLOSE_GRACE),
+        grace,
         named or "none held",
         more,
         state.stores.left_behind("them"),
